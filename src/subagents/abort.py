@@ -1,0 +1,105 @@
+"""Abort signals: how a run is told to stop, and how that reaches its children.
+
+An ``AbortSignal`` is a one-shot flag with callbacks, in the spirit of the web's
+``AbortController``. Stopping work in asyncio is still done by cancelling tasks; the signal is the
+*policy* of who cancels whom:
+
+* a sync child's signal is a ``child()`` of its parent's: the parent's abort reaches the child, the
+  child's own abort does not travel up;
+* a background child gets a fresh, unlinked signal, so it survives the parent's interrupt and stops
+  only by an explicit stop or shutdown;
+* ``bind_task`` makes an abort cancel the task running an agent loop; the loop catches that
+  cancellation, gives pending tool calls a cancelled result and ends with reason ``aborted``.
+
+Callbacks run synchronously inside ``abort()``; they must be cheap and must not raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from itertools import count
+
+_ids = count()
+
+
+class AbortSignal:
+    """A one-shot stop flag that children can be linked to."""
+
+    __slots__ = ("_callbacks", "_event", "_reason")
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self._callbacks: dict[int, Callable[[str], None]] = {}
+        self._event: asyncio.Event | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self._reason is not None
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    def abort(self, reason: str = "aborted") -> None:
+        """Set the flag (first reason wins) and run every callback once."""
+        if self._reason is not None:
+            return
+        self._reason = reason
+        callbacks = list(self._callbacks.values())
+        self._callbacks.clear()
+        for callback in callbacks:
+            callback(reason)
+        if self._event is not None:
+            self._event.set()
+
+    def on_abort(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``callback(reason)`` on abort (now if already aborted); returns an unsubscribe."""
+        if self._reason is not None:
+            callback(self._reason)
+            return _noop
+        key = next(_ids)
+        self._callbacks[key] = callback
+
+        def unsubscribe() -> None:
+            self._callbacks.pop(key, None)
+
+        return unsubscribe
+
+    def child(self) -> LinkedAbortSignal:
+        """A signal aborted when this one is; aborting it leaves this one alone."""
+        child = LinkedAbortSignal()
+        child.unlink = self.on_abort(child.abort)
+        return child
+
+    def bind_task(self, task: asyncio.Task[object]) -> Callable[[], None]:
+        """Cancel ``task`` when this signal aborts; returns an unsubscriber."""
+
+        def cancel(reason: str) -> None:
+            if not task.done():
+                task.cancel(f"abort: {reason}")
+
+        return self.on_abort(cancel)
+
+    async def wait(self) -> str:
+        """Wait until aborted; returns the reason."""
+        if self._reason is None:
+            if self._event is None:
+                self._event = asyncio.Event()
+            await self._event.wait()
+        assert self._reason is not None
+        return self._reason
+
+
+class LinkedAbortSignal(AbortSignal):
+    """A child signal; ``unlink()`` detaches it from the parent once the child is done."""
+
+    __slots__ = ("unlink",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unlink: Callable[[], None] = _noop
+
+
+def _noop() -> None:
+    return None

@@ -1,0 +1,1 @@
+"""The agent loop: turns, tool scheduling, budgets. Knows nothing of sub-agents."""

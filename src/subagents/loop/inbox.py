@@ -1,0 +1,84 @@
+"""An agent's inbox: input that arrives while it works, delivered between turns.
+
+Background completions and messages from other agents are ``put`` here from anywhere in the
+process; the loop ``drain``s them at its next boundary (with a turn's tool results, or as a new user
+message after a final answer), so they never land inside a running model output. Every item has a
+stable id (a completion's id is derived from the child's id), and an id is delivered at most once.
+
+After a final answer the loop asks ``wait_for_delivery``: when more input is still expected (the
+headless main agent waits for its background children) it blocks, bounded, for the next item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(kw_only=True, slots=True)
+class InboxItem:
+    id: str
+    text: str
+    on_delivered: Callable[[], None] | None = None
+
+
+class Inbox:
+    """Pending input of one agent."""
+
+    def __init__(self) -> None:
+        self._items: deque[InboxItem] = deque()
+        self._seen: set[str] = set()
+        self._arrived: asyncio.Event | None = None
+        self.expecting: Callable[[], bool] | None = None
+        """Says whether more input may still come (e.g. background children are running)."""
+        self.wait_deadline: float | None = None
+        """Monotonic time after which ``wait_for_delivery`` stops waiting."""
+
+    def put(self, item: InboxItem) -> bool:
+        """Queue an item; False when an item with that id was already queued or delivered."""
+        if item.id in self._seen:
+            return False
+        self._seen.add(item.id)
+        self._items.append(item)
+        if self._arrived is not None:
+            self._arrived.set()
+        return True
+
+    def pending(self) -> bool:
+        return bool(self._items)
+
+    def drain(self) -> list[str]:
+        texts: list[str] = []
+        while self._items:
+            item = self._items.popleft()
+            texts.append(item.text)
+            if item.on_delivered is not None:
+                item.on_delivered()
+        return texts
+
+    def wake(self) -> None:
+        """Re-check ``expecting`` (called when something it depends on changed)."""
+        if self._arrived is not None:
+            self._arrived.set()
+
+    async def wait_for_delivery(self) -> bool:
+        """Wait for the next item while more are expected; True when one is pending."""
+        while not self._items:
+            if self.expecting is None or not self.expecting():
+                return False
+            deadline = self.wait_deadline
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            if self._arrived is None:
+                self._arrived = asyncio.Event()
+            self._arrived.clear()
+            try:
+                async with asyncio.timeout(remaining):
+                    await self._arrived.wait()
+            except TimeoutError:
+                return bool(self._items)
+        return True

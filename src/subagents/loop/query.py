@@ -1,0 +1,320 @@
+"""One agent's turn cycle: call the model, run its tool calls, repeat until done or out of budget.
+
+The loop knows nothing of sub-agents. It is given a model, a system prompt, tools, a context and
+budgets; it returns a ``LoopOutcome`` whose ``reason`` names why it ended:
+
+* ``completed``      the model answered without tool calls (and no Stop hook objected);
+* ``max_turns``      the model-call budget is spent;
+* ``max_tokens``     the token budget (all four usage counters) is spent;
+* ``max_wall_time``  the wall-clock budget ran out (the run is aborted at that moment);
+* ``aborted``        the context's abort signal fired; pending tool calls got cancelled results;
+* ``model_error``    the model failed beyond what retries and the fallback could absorb.
+
+Budgets are checked before every model call. Between turns the loop drains its inbox (background
+completions, messages from other agents), so such input never lands inside a running model output.
+
+Cancellation protocol: the loop's task is bound to the context's abort signal, so an abort cancels
+whatever the loop awaits. The loop catches that cancellation only when its own signal fired
+(``Task.uncancel``), records cancelled results for pending calls, and returns ``aborted``; a
+cancellation from anywhere else is re-raised after the history is made consistent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias
+
+from subagents.events import AssistantEvent, SystemEvent, ToolResultsEvent
+from subagents.loop.inbox import Inbox
+from subagents.loop.scheduling import CallResult, TurnResults, run_tool_calls
+from subagents.messages import (
+    ContentBlock,
+    Message,
+    Usage,
+    assistant_text,
+    text_block,
+    tool_uses,
+    user_message,
+)
+from subagents.models.base import ModelError, ModelRequest, RequestMetadata
+from subagents.models.retry import ModelCaller
+from subagents.tools.base import Tool, ToolContext
+
+TerminalReason: TypeAlias = Literal[
+    "completed", "max_turns", "max_tokens", "max_wall_time", "aborted", "model_error"
+]
+
+
+class MessageLog(Protocol):
+    """Where a loop's messages go as they happen (a transcript); ``flush`` ends each turn."""
+
+    def append(self, message: Message) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Budget:
+    """Per-agent limits; ``None`` means unlimited."""
+
+    max_turns: int | None = None
+    max_tokens: int | None = None
+    max_wall_ms: int | None = None
+
+
+@dataclass(kw_only=True)
+class LoopSpec:
+    """Everything one loop run needs."""
+
+    caller: ModelCaller
+    system: str
+    tools: Sequence[Tool[Any]]
+    ctx: ToolContext
+    messages: list[Message]
+    prompt: str
+    budget: Budget = field(default_factory=Budget)
+    max_output_tokens: int = 8192
+    thinking: dict[str, Any] | None = None
+    inbox: Inbox | None = None
+    log: MessageLog | None = None
+    on_turn: Callable[[LoopStats], None] | None = None
+    tool_schemas: list[Any] | None = None
+    """Exact schema array to send (a fork reuses its parent's bytes); default: from ``tools``."""
+
+
+@dataclass(kw_only=True)
+class LoopStats:
+    """Running counters of one loop; read by progress reporting while the loop runs."""
+
+    num_turns: int = 0
+    tool_use_count: int = 0
+    usage: Usage = field(default_factory=Usage)
+    latest_input_tokens: int = 0
+    activities: list[str] = field(default_factory=list)
+    call_outputs: list[CallResult] = field(default_factory=list)
+
+    def note_activity(self, text: str) -> None:
+        self.activities.append(text)
+        if len(self.activities) > 5:
+            del self.activities[0]
+
+
+@dataclass(kw_only=True)
+class LoopOutcome:
+    reason: TerminalReason
+    messages: list[Message]
+    final_text: str
+    stats: LoopStats
+    error: str | None = None
+    duration_ms: int = 0
+
+
+class _BudgetExceeded(Exception):
+    def __init__(self, reason: TerminalReason) -> None:
+        super().__init__(reason)
+        self.reason: TerminalReason = reason
+
+
+async def run_loop(spec: LoopSpec) -> LoopOutcome:
+    """Run the agent loop to a terminal reason. Never raises for tool or model failures."""
+    runner = _Loop(spec)
+    return await runner.run()
+
+
+class _Loop:
+    def __init__(self, spec: LoopSpec) -> None:
+        self.spec = spec
+        self.ctx = spec.ctx
+        self.stats = LoopStats()
+        self.tool_map = tool_lookup(spec.tools)
+        self.schemas = spec.tool_schemas or [t.schema() for t in spec.tools]
+        self.started = time.monotonic()
+        self.turn: TurnResults | None = None
+
+    async def run(self) -> LoopOutcome:
+        spec, ctx = self.spec, self.ctx
+        task = asyncio.current_task()
+        unbind = ctx.abort.bind_task(task) if task is not None else None
+        wall_timer = self._arm_wall_timer()
+        reason: TerminalReason = "completed"
+        error: str | None = None
+        try:
+            reason, error = await self._cycle()
+        except asyncio.CancelledError:
+            self._settle_interrupted_turn()
+            if not ctx.abort.aborted or task is None:
+                raise
+            task.uncancel()
+            reason = "max_wall_time" if ctx.abort.reason == "max_wall_time" else "aborted"
+        finally:
+            if wall_timer is not None:
+                wall_timer.cancel()
+            if unbind is not None:
+                unbind()
+            if spec.log is not None:
+                spec.log.flush()
+        return self._outcome(reason, error)
+
+    async def _cycle(self) -> tuple[TerminalReason, str | None]:
+        spec = self.spec
+        while True:
+            try:
+                self._check_budget()
+            except _BudgetExceeded as exc:
+                return exc.reason, None
+            if self.spec.messages and self.spec.messages[-1]["role"] == "assistant":
+                self._deliver_inbox()
+            try:
+                message = await self._call_model()
+            except ModelError as exc:
+                return "model_error", f"{exc.kind}: {exc}"
+            calls = tool_uses(message)
+            if not calls:
+                if await self._continue_after_answer(message):
+                    continue
+                return "completed", None
+            self.turn = TurnResults(calls=calls)
+            await run_tool_calls(self.turn, self.tool_map, self.ctx)
+            self._record_tool_results(self.turn)
+            self.turn = None
+            if spec.log is not None:
+                spec.log.flush()
+
+    def _check_budget(self) -> None:
+        budget, stats = self.spec.budget, self.stats
+        if budget.max_turns is not None and stats.num_turns >= budget.max_turns:
+            raise _BudgetExceeded("max_turns")
+        if budget.max_tokens is not None and stats.usage.total >= budget.max_tokens:
+            raise _BudgetExceeded("max_tokens")
+        if budget.max_wall_ms is not None and self._elapsed_ms() >= budget.max_wall_ms:
+            raise _BudgetExceeded("max_wall_time")
+
+    async def _call_model(self) -> Message:
+        spec, stats = self.spec, self.stats
+        request = ModelRequest(
+            model="",
+            system=spec.system,
+            messages=spec.messages,
+            tools=self.schemas,
+            metadata=RequestMetadata(
+                agent_id=self.ctx.agent.agent_id,
+                agent_type=self.ctx.agent.agent_type,
+                prompt=spec.prompt,
+            ),
+            max_tokens=spec.max_output_tokens,
+            thinking=spec.thinking,
+            abort=self.ctx.abort,
+        )
+        if spec.caller.on_notice is None:
+            spec.caller.on_notice = self._notice
+        done = await spec.caller.call(request)
+        stats.num_turns += 1
+        stats.usage.add(done.usage)
+        stats.latest_input_tokens = (
+            done.usage.input_tokens
+            + done.usage.cache_read_input_tokens
+            + done.usage.cache_creation_input_tokens
+        )
+        message = done.message
+        self._append(message)
+        self.ctx.emit(AssistantEvent(agent=self.ctx.agent, message=message, usage=done.usage))
+        for call in tool_uses(message):
+            stats.tool_use_count += 1
+            stats.note_activity(_describe_call(call["name"], call["input"]))
+        if spec.on_turn is not None:
+            spec.on_turn(stats)
+        return message
+
+    async def _continue_after_answer(self, message: Message) -> bool:
+        """After a final answer: more input waiting, or a Stop hook objecting, means go on."""
+        inbox = self.spec.inbox
+        if inbox is not None and (inbox.pending() or await inbox.wait_for_delivery()):
+            return True
+        hooks = self.ctx.hooks
+        if hooks is not None:
+            verdict = await hooks.stop(assistant_text(message), self.ctx)
+            if verdict.block:
+                self._append(user_message([text_block(verdict.reason)]))
+                return True
+        return False
+
+    def _deliver_inbox(self) -> None:
+        """After a final answer, waiting input becomes the next user message."""
+        blocks = self._inbox_blocks()
+        if blocks:
+            self._append(user_message(blocks))
+
+    def _inbox_blocks(self) -> list[ContentBlock]:
+        inbox = self.spec.inbox
+        if inbox is None or not inbox.pending():
+            return []
+        return [text_block(text) for text in inbox.drain()]
+
+    def _record_tool_results(self, turn: TurnResults) -> None:
+        results = turn.completed()
+        # Input that arrived during the turn rides along with its tool results.
+        blocks: list[ContentBlock] = [r.block for r in results] + self._inbox_blocks()
+        self.stats.call_outputs.extend(results)
+        message = user_message(blocks)
+        self._append(message)
+        self.ctx.emit(ToolResultsEvent(agent=self.ctx.agent, message=message))
+
+    def _settle_interrupted_turn(self) -> None:
+        """Give every unanswered tool_use of the last turn a cancelled result."""
+        if self.turn is not None:
+            self.turn.fill_cancelled()
+            self._record_tool_results(self.turn)
+            self.turn = None
+
+    def _append(self, message: Message) -> None:
+        self.spec.messages.append(message)
+        if self.spec.log is not None:
+            self.spec.log.append(message)
+
+    def _arm_wall_timer(self) -> asyncio.TimerHandle | None:
+        limit = self.spec.budget.max_wall_ms
+        if limit is None:
+            return None
+        loop = asyncio.get_running_loop()
+        return loop.call_later(limit / 1000, self.ctx.abort.abort, "max_wall_time")
+
+    def _notice(self, subtype: str, data: dict[str, Any]) -> None:
+        self.ctx.emit(SystemEvent(agent=self.ctx.agent, subtype=subtype, data=data))
+
+    def _elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+    def _outcome(self, reason: TerminalReason, error: str | None) -> LoopOutcome:
+        messages = self.spec.messages
+        final = ""
+        if messages and messages[-1]["role"] == "assistant":
+            final = assistant_text(messages[-1])
+        return LoopOutcome(
+            reason=reason,
+            messages=messages,
+            final_text=final,
+            stats=self.stats,
+            error=error,
+            duration_ms=self._elapsed_ms(),
+        )
+
+
+def tool_lookup(tools: Sequence[Tool[Any]]) -> Mapping[str, Tool[Any]]:
+    """Tools by name and by alias (``Task`` reaches ``Agent``)."""
+    table: dict[str, Tool[Any]] = {}
+    for tool in tools:
+        table[tool.name] = tool
+        for alias in tool.aliases:
+            table.setdefault(alias, tool)
+    return table
+
+
+def _describe_call(name: str, args: dict[str, Any]) -> str:
+    for key in ("description", "command", "file_path", "pattern", "prompt", "path"):
+        value = args.get(key)
+        if isinstance(value, str) and value:
+            return f"{name}: {value[:80]}"
+    return name

@@ -1,0 +1,245 @@
+"""Running one turn's tool calls: validation, grouping, bounded concurrency, ordered results.
+
+The calls of one assistant message are split, in order, into groups: a run of consecutive
+concurrency-safe calls is one group and runs concurrently (at most ``MAX_CONCURRENT_TOOLS`` at a
+time); every other call is a group of its own and runs alone. Results are written into a list
+indexed by call position, so they reach the model in call order whatever order they finished in.
+
+Nothing a tool does escapes as an exception: unknown tool, invalid input, a denied permission, a
+``ToolError`` or any other exception all become ``is_error`` results and the loop goes on. The one
+thing that propagates is cancellation; before it does, every call without a result gets a
+cancelled result, so the history stays paired (each ``tool_use`` has its ``tool_result``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from subagents.events import ProgressEvent
+from subagents.messages import ToolResultBlock, ToolUseBlock, tool_result_block
+from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolOutput, truncate
+
+MAX_CONCURRENT_TOOLS = 10
+CANCELLED_MESSAGE = "Tool call cancelled: the agent was stopped before this call finished."
+
+
+@dataclass(kw_only=True, slots=True)
+class PreparedCall:
+    """A tool_use block after lookup and validation."""
+
+    index: int
+    block: ToolUseBlock
+    tool: Tool[Any] | None
+    args: BaseModel | None
+    error: str | None
+    concurrency_safe: bool
+
+
+@dataclass(kw_only=True, slots=True)
+class CallResult:
+    block: ToolResultBlock
+    tool_name: str
+    output: ToolOutput | None = None
+
+
+@dataclass(kw_only=True)
+class TurnResults:
+    """Results of one turn, filled in as calls finish; gaps are filled on cancellation."""
+
+    calls: list[ToolUseBlock]
+    results: list[CallResult | None] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.calls)
+
+    def fill_cancelled(self) -> None:
+        for i, result in enumerate(self.results):
+            if result is None:
+                call = self.calls[i]
+                self.results[i] = CallResult(
+                    block=tool_result_block(call["id"], CANCELLED_MESSAGE, is_error=True),
+                    tool_name=call["name"],
+                )
+
+    def completed(self) -> list[CallResult]:
+        return [r for r in self.results if r is not None]
+
+
+def prepare_calls(
+    calls: Sequence[ToolUseBlock], tools: Mapping[str, Tool[Any]]
+) -> list[PreparedCall]:
+    prepared: list[PreparedCall] = []
+    for index, block in enumerate(calls):
+        tool = tools.get(block["name"])
+        if tool is None:
+            known = ", ".join(sorted({t.name for t in tools.values()})) or "none"
+            error = f"No such tool available: {block['name']}. Available tools: {known}"
+            prepared.append(_invalid(index, block, None, error))
+            continue
+        try:
+            args = tool.input_model.model_validate(block["input"])
+        except ValidationError as exc:
+            prepared.append(_invalid(index, block, tool, format_validation_error(tool.name, exc)))
+            continue
+        safe = _safe_flag(tool, args)
+        prepared.append(
+            PreparedCall(
+                index=index, block=block, tool=tool, args=args, error=None, concurrency_safe=safe
+            )
+        )
+    return prepared
+
+
+def _invalid(index: int, block: ToolUseBlock, tool: Tool[Any] | None, error: str) -> PreparedCall:
+    # An invalid call touches nothing, so it never forces the calls around it to run alone.
+    return PreparedCall(
+        index=index, block=block, tool=tool, args=None, error=error, concurrency_safe=True
+    )
+
+
+def _safe_flag(tool: Tool[Any], args: BaseModel) -> bool:
+    try:
+        return bool(tool.is_concurrency_safe(args))
+    except Exception:
+        return False
+
+
+def format_validation_error(tool_name: str, exc: ValidationError) -> str:
+    """One line per problem, naming the field, as the model needs to fix its call."""
+    lines = [f"InputValidationError: {tool_name} was called with invalid input:"]
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "(input)"
+        lines.append(f"- field `{where}`: {err['msg']}")
+    return "\n".join(lines)
+
+
+def group_calls(prepared: list[PreparedCall]) -> list[list[PreparedCall]]:
+    """Consecutive concurrency-safe calls form one group; every other call is alone."""
+    groups: list[list[PreparedCall]] = []
+    current: list[PreparedCall] = []
+    for call in prepared:
+        if call.concurrency_safe:
+            current.append(call)
+            continue
+        if current:
+            groups.append(current)
+            current = []
+        groups.append([call])
+    if current:
+        groups.append(current)
+    return groups
+
+
+async def run_tool_calls(
+    turn: TurnResults, tools: Mapping[str, Tool[Any]], ctx: ToolContext
+) -> None:
+    """Run a turn's calls into ``turn.results``; on cancellation, fill the gaps and re-raise."""
+    try:
+        for group in group_calls(prepare_calls(turn.calls, tools)):
+            if len(group) == 1:
+                turn.results[group[0].index] = await execute_call(group[0], ctx)
+            else:
+                await _run_group(group, turn, ctx)
+    except asyncio.CancelledError:
+        turn.fill_cancelled()
+        raise
+
+
+async def _run_group(group: list[PreparedCall], turn: TurnResults, ctx: ToolContext) -> None:
+    limit = asyncio.Semaphore(MAX_CONCURRENT_TOOLS) if len(group) > MAX_CONCURRENT_TOOLS else None
+
+    async def run(call: PreparedCall) -> None:
+        if limit is None:
+            turn.results[call.index] = await execute_call(call, ctx)
+            return
+        async with limit:
+            turn.results[call.index] = await execute_call(call, ctx)
+
+    async with asyncio.TaskGroup() as group_tasks:
+        for call in group:
+            group_tasks.create_task(run(call), name=f"tool:{call.block['name']}:{call.block['id']}")
+
+
+async def execute_call(call: PreparedCall, ctx: ToolContext) -> CallResult:
+    """Permission checks, hooks and the call itself; never raises except on cancellation."""
+    block = call.block
+    name = block["name"]
+    if call.error is not None or call.tool is None or call.args is None:
+        return _error(block, call.error or "invalid call")
+    tool, args = call.tool, call.args
+    try:
+        args, denial, extra_context = await _authorize(tool, args, block, ctx)
+        if denial is not None:
+            return _error(block, denial)
+        info = CallInfo(tool_use_id=block["id"], progress=_progress_reporter(ctx, block["id"]))
+        output = await tool.call(args, ctx, info)
+    except ToolError as exc:
+        output = ToolOutput(content=str(exc), is_error=True)
+    except ValidationError as exc:
+        output = ToolOutput(content=format_validation_error(name, exc), is_error=True)
+    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:
+        output = ToolOutput(content=f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+    content = truncate(output.content, tool.max_result_chars)
+    if ctx.hooks is not None:
+        added = await ctx.hooks.post_tool_use(name, block["input"], block["id"], output, ctx)
+        if added:
+            content = f"{content}\n\n{added}"
+    if extra_context:
+        content = f"{content}\n\n{extra_context}"
+    result = tool_result_block(block["id"], content, is_error=output.is_error)
+    return CallResult(block=result, tool_name=name, output=output)
+
+
+async def _authorize(
+    tool: Tool[Any], args: BaseModel, block: ToolUseBlock, ctx: ToolContext
+) -> tuple[BaseModel, str | None, str]:
+    """Hooks, the tool's own check and the session's rules; returns (args, denial, context)."""
+    extra = ""
+    if ctx.hooks is not None:
+        verdict = await ctx.hooks.pre_tool_use(tool.name, block["input"], block["id"], ctx)
+        extra = verdict.additional_context
+        if verdict.decision == "deny":
+            return args, f"Blocked by PreToolUse hook: {verdict.reason or 'denied'}", extra
+        if verdict.updated_input is not None:
+            args = tool.input_model.model_validate(verdict.updated_input)
+        if verdict.decision == "allow":
+            return args, None, extra
+    result = await tool.check_permissions(args, ctx)
+    if result.behavior == "deny":
+        return args, result.message or f"Permission to use {tool.name} was denied.", extra
+    if result.updated_input is not None:
+        args = tool.input_model.model_validate(result.updated_input)
+    if ctx.can_use_tool is not None:
+        decision = await ctx.can_use_tool(tool, args, ctx)
+        if decision.behavior != "allow":
+            return args, decision.message or f"Permission to use {tool.name} was denied.", extra
+        if decision.updated_input is not None:
+            args = tool.input_model.model_validate(decision.updated_input)
+    return args, None, extra
+
+
+def _error(block: ToolUseBlock, message: str) -> CallResult:
+    return CallResult(
+        block=tool_result_block(block["id"], message, is_error=True),
+        tool_name=block["name"],
+        output=ToolOutput(content=message, is_error=True),
+    )
+
+
+def _progress_reporter(ctx: ToolContext, tool_use_id: str) -> Any:
+    agent, emit = ctx.agent, ctx.emit
+
+    def report(data: dict[str, Any]) -> None:
+        event = ProgressEvent(
+            agent=agent, subtype="tool_progress", tool_use_id=tool_use_id, data=data
+        )
+        emit(event)
+
+    return report

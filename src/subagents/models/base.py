@@ -1,0 +1,118 @@
+"""The model protocol: one async streaming interface every provider implements.
+
+A provider receives a ``ModelRequest`` and yields ``StreamEvent``s; the last one is always a
+``MessageDone`` carrying the complete assistant message, its usage and stop reason. Everything a
+provider may fail with is a ``ModelError`` whose ``kind`` tells the retry policy what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from subagents.abort import AbortSignal
+from subagents.messages import Message, Usage
+
+ErrorKind: TypeAlias = Literal[
+    "overloaded", "rate_limit", "api_error", "connection", "fallback", "invalid_request", "auth"
+]
+RETRYABLE_KINDS: frozenset[str] = frozenset({"overloaded", "rate_limit", "api_error", "connection"})
+
+
+class ModelError(Exception):
+    """A failed model call. ``kind`` decides between retry, fallback and giving up."""
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in RETRYABLE_KINDS
+
+
+@dataclass(kw_only=True, slots=True)
+class RequestMetadata:
+    """Who is asking: lets a scripted model bind agents and tests assert on prompts."""
+
+    agent_id: str
+    agent_type: str
+    prompt: str
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolSchema:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+
+@dataclass(kw_only=True, slots=True)
+class ModelRequest:
+    """Everything one model call needs. ``messages`` is the agent's live history: read-only."""
+
+    model: str
+    system: str
+    messages: list[Message]
+    tools: list[ToolSchema]
+    metadata: RequestMetadata
+    max_tokens: int = 8192
+    thinking: dict[str, Any] | None = None
+    abort: AbortSignal | None = None
+
+
+@dataclass(kw_only=True, slots=True)
+class TextDelta:
+    type: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+@dataclass(kw_only=True, slots=True)
+class MessageDone:
+    type: Literal["message_done"] = "message_done"
+    message: Message
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str = "end_turn"
+    model: str = ""
+
+
+StreamEvent: TypeAlias = TextDelta | MessageDone
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A chat model. ``name`` is the resolved model id reported in results."""
+
+    name: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Yield events for one call, ending with exactly one ``MessageDone``."""
+        ...
+
+
+async def complete(model: Model, request: ModelRequest) -> MessageDone:
+    """Drain a stream and return its final event (providers must send one)."""
+    done: MessageDone | None = None
+    async for event in model.stream(request):
+        if isinstance(event, MessageDone):
+            done = event
+    if done is None:
+        raise ModelError("api_error", f"model {model.name!r} ended its stream without a message")
+    return done

@@ -1,0 +1,98 @@
+"""Retries with exponential backoff and jitter, and the switch to a fallback model.
+
+Overloaded, rate-limited, 5xx-class and dropped-connection errors are retried a bounded number of
+times; the delay doubles each attempt (with full jitter, capped), and a server's ``retry-after``
+wins when it is longer. A ``fallback``-class error switches to the configured fallback model for
+the rest of the run. Each retry and each switch is reported through ``on_notice`` so the event
+stream shows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from subagents.models.base import MessageDone, Model, ModelError, ModelRequest, complete
+
+Notice = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class RetryPolicy:
+    max_attempts: int = 8
+    base_delay_s: float = 0.5
+    max_delay_s: float = 32.0
+
+    @classmethod
+    def from_env(cls) -> RetryPolicy:
+        """``SUBAGENTS_RETRY_BASE_MS`` and ``SUBAGENTS_MAX_RETRIES`` tune it (tests use 1 ms)."""
+        base_ms = os.environ.get("SUBAGENTS_RETRY_BASE_MS")
+        attempts = os.environ.get("SUBAGENTS_MAX_RETRIES")
+        default = cls()
+        return cls(
+            max_attempts=int(attempts) + 1 if attempts else default.max_attempts,
+            base_delay_s=float(base_ms) / 1000 if base_ms else default.base_delay_s,
+        )
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Delay before retry number ``attempt`` (1-based): full jitter over an exponential cap."""
+        cap = min(self.max_delay_s, self.base_delay_s * (2 ** (attempt - 1)))
+        delay: float = cap / 2 + random.uniform(0, cap / 2)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.max_delay_s * 2))
+        return delay
+
+
+@dataclass(kw_only=True)
+class ModelCaller:
+    """Calls a model with retries; holds the current model so a fallback switch sticks."""
+
+    model: Model
+    policy: RetryPolicy
+    fallback: Model | None = None
+    on_notice: Notice | None = None
+
+    async def call(self, request: ModelRequest) -> MessageDone:
+        attempt = 0
+        while True:
+            attempt += 1
+            request.model = self.model.name
+            try:
+                return await complete(self.model, request)
+            except ModelError as error:
+                if error.kind == "fallback" and self._switch_to_fallback(error):
+                    attempt = 0
+                    continue
+                if not error.retryable or attempt >= self.policy.max_attempts:
+                    raise
+                delay = self.policy.delay(attempt, error.retry_after)
+                self._notice(
+                    "api_retry",
+                    {
+                        "attempt": attempt,
+                        "max_retries": self.policy.max_attempts - 1,
+                        "retry_delay_ms": round(delay * 1000),
+                        "error": error.kind,
+                        "error_status": error.status,
+                        "message": str(error),
+                    },
+                )
+                await asyncio.sleep(delay)
+
+    def _switch_to_fallback(self, error: ModelError) -> bool:
+        if self.fallback is None or self.fallback is self.model:
+            return False
+        previous, self.model = self.model, self.fallback
+        self._notice(
+            "model_fallback",
+            {"from_model": previous.name, "to_model": self.model.name, "message": str(error)},
+        )
+        return True
+
+    def _notice(self, subtype: str, data: dict[str, Any]) -> None:
+        if self.on_notice is not None:
+            self.on_notice(subtype, data)

@@ -1,0 +1,159 @@
+"""The tool protocol: what a tool declares and what it receives when called.
+
+A tool is a class with a pydantic input model (its JSON schema is what the model sees), two
+scheduling flags (read-only, concurrency-safe), a permission check, and an async ``call``. The loop
+validates raw input against ``input_model`` before calling, so a tool's ``call`` only ever sees
+valid, typed arguments; a ``ToolError`` raised inside ``call`` becomes an ``is_error`` result with
+the message as written, any other exception becomes an ``is_error`` result naming the exception.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from subagents.abort import AbortSignal
+from subagents.events import AgentRef, EventSink, discard
+from subagents.models.base import ToolSchema
+from subagents.processes import ProcessTracker
+
+if TYPE_CHECKING:
+    from subagents.loop.hooks import LoopHooks
+
+InputT = TypeVar("InputT", bound=BaseModel)
+
+TRUNCATION_MARKER = "\n\n[... output truncated: {omitted} more characters not shown ...]"
+
+
+class ToolInput(BaseModel):
+    """Base for tool input models: unknown fields are an error, as they are for the model."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ToolError(Exception):
+    """A tool's expected failure; its message goes to the model as an ``is_error`` result."""
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolOutput:
+    """What a call produced. ``metadata`` carries structured facts (exit codes, files changed)."""
+
+    content: str
+    is_error: bool = False
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(kw_only=True, slots=True)
+class PermissionResult:
+    """A permission decision; ``updated_input`` replaces the call's arguments when set."""
+
+    behavior: Literal["allow", "deny", "ask"]
+    message: str = ""
+    updated_input: dict[str, Any] | None = None
+
+
+ALLOW = PermissionResult(behavior="allow")
+
+CanUseTool = Callable[["Tool[Any]", BaseModel, "ToolContext"], Awaitable[PermissionResult]]
+
+
+@dataclass(kw_only=True, slots=True)
+class CallInfo:
+    """Per-call facts: the model's tool_use id and a way to report progress."""
+
+    tool_use_id: str
+    progress: Callable[[dict[str, Any]], None]
+
+
+@dataclass(kw_only=True)
+class ToolContext:
+    """What a tool may touch. Derived per child by a whitelist (see ``agents/context.py``).
+
+    ``roots`` confine file tools: a path must resolve (symlinks followed) inside one of them.
+    ``processes`` holds every process this agent started; the agent's cleanup kills what is left.
+    ``read_files`` maps absolute paths to the mtime (ns) seen at the last read; children get a copy.
+    """
+
+    cwd: Path
+    roots: tuple[Path, ...]
+    abort: AbortSignal
+    agent: AgentRef
+    emit: EventSink = discard
+    processes: ProcessTracker = field(default_factory=ProcessTracker)
+    read_files: dict[str, int] = field(default_factory=dict)
+    can_use_tool: CanUseTool | None = None
+    hooks: LoopHooks | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    services: Any = None
+    """Session-level services (task registry, agent runtime); typed by the layers that use them."""
+
+
+class Tool(ABC, Generic[InputT]):
+    """Base class of every tool. Subclasses set the class variables and implement ``call``."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    input_model: ClassVar[type[BaseModel]]
+    aliases: ClassVar[tuple[str, ...]] = ()
+    max_result_chars: ClassVar[int] = 30_000
+
+    _schema_cache: ClassVar[dict[type[Any], ToolSchema]] = {}
+
+    def is_read_only(self, args: InputT) -> bool:
+        return False
+
+    def is_concurrency_safe(self, args: InputT) -> bool:
+        return False
+
+    async def check_permissions(self, args: InputT, ctx: ToolContext) -> PermissionResult:
+        """The tool's own verdict on these arguments, before any rule or mode is applied."""
+        return ALLOW
+
+    @abstractmethod
+    async def call(self, args: InputT, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        """Do the work; raise ``ToolError`` for an expected failure."""
+
+    def schema(self) -> ToolSchema:
+        """The schema the model sees; built once per tool class."""
+        cls = type(self)
+        cached = Tool._schema_cache.get(cls)
+        if cached is None:
+            cached = ToolSchema(
+                name=self.name,
+                description=self.description,
+                input_schema=input_json_schema(self.input_model),
+            )
+            Tool._schema_cache[cls] = cached
+        return cached
+
+
+def input_json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A compact JSON schema: no titles, no ``$defs`` indirection the model does not need."""
+    schema: dict[str, Any] = _strip_titles(model.model_json_schema(by_alias=True))
+    return schema
+
+
+def _strip_titles(node: Any) -> Any:
+    if isinstance(node, dict):
+        # Drop schema titles (strings); a *property* named "title" maps to a dict and stays.
+        return {
+            k: _strip_titles(v)
+            for k, v in node.items()
+            if not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(node, list):
+        return [_strip_titles(v) for v in node]
+    return node
+
+
+def truncate(text: str, limit: int) -> str:
+    """Cap ``text`` at ``limit`` characters, with a marker saying how much was dropped."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + TRUNCATION_MARKER.format(omitted=len(text) - limit)
