@@ -1,0 +1,162 @@
+"""The Edit tool: exact string replacement in one file.
+
+An edit must say precisely what it changes: ``old_string`` has to occur exactly once, unless
+``replace_all`` asks for every occurrence, so an ambiguous edit fails (saying how often the text
+occurs) instead of silently changing the wrong place. Files are decoded with
+``surrogateescape`` and written back the same way, so bytes that are not UTF-8 and the file's
+own line endings survive an edit untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import Field
+
+from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.paths import resolve_path
+
+SNIPPET_CONTEXT_LINES = 4
+ENCODING = "utf-8"
+ERRORS = "surrogateescape"
+
+DESCRIPTION = """Performs an exact string replacement in a file.
+
+- old_string must match the file exactly, including whitespace and indentation (do not include
+  the line-number prefix that Read shows).
+- The edit fails if old_string occurs more than once: add surrounding context to make it unique,
+  or set replace_all to true to replace every occurrence.
+- An empty old_string creates a new file (or fills an empty one) with new_string."""
+
+
+class EditInput(ToolInput):
+    file_path: str = Field(description="The path of the file to modify.")
+    old_string: str = Field(description="The exact text to replace.")
+    new_string: str = Field(description="The text to replace it with (must differ).")
+    replace_all: bool = Field(
+        default=False, description="Replace every occurrence of old_string (default false)."
+    )
+
+
+@dataclass(kw_only=True, slots=True)
+class EditResult:
+    """What an edit did: the new content, where the first replacement starts, how many."""
+
+    content: str
+    first_index: int
+    replacements: int
+    inserted: str
+    mtime_ns: int = 0
+
+
+class EditTool(Tool[EditInput]):
+    """Replace an exact, unique string in a file (or every occurrence with ``replace_all``)."""
+
+    name = "Edit"
+    description = DESCRIPTION
+    input_model = EditInput
+
+    async def call(self, args: EditInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        path = resolve_path(args.file_path, ctx)
+        result = await asyncio.to_thread(edit_file, path, args)
+        ctx.read_files[str(path)] = result.mtime_ns
+        if result.replacements > 1:
+            head = (
+                f"The file {path} has been updated. All {result.replacements} occurrences of "
+                "old_string were replaced."
+            )
+        else:
+            head = f"The file {path} has been updated."
+        snippet = numbered_snippet(result.content, result.first_index, result.inserted)
+        content = (
+            f"{head} Here is the result of running `cat -n` on a snippet of the edited file:\n"
+            f"{snippet}"
+        )
+        return ToolOutput(content=content, metadata={"files_changed": [str(path)]})
+
+
+def edit_file(path: Path, args: EditInput) -> EditResult:
+    """Apply the edit to ``path`` on disk; ``ToolError`` explains any reason it cannot."""
+    if args.old_string == args.new_string:
+        raise ToolError(
+            "No changes to make: old_string and new_string are exactly the same. "
+            "Give the text to replace and a different replacement."
+        )
+    original = _load(path, creating=args.old_string == "")
+    result = replace_text(original, args, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding=ENCODING, errors=ERRORS, newline="") as handle:
+            handle.write(result.content)
+        result.mtime_ns = path.stat().st_mtime_ns
+    except OSError as exc:
+        raise ToolError(f"Cannot write {path}: {exc.strerror or exc}") from None
+    return result
+
+
+def _load(path: Path, *, creating: bool) -> str:
+    """The file's text; a missing file reads as empty only when the edit creates it."""
+    if path.is_dir():
+        raise ToolError(f"{path} is a directory; Edit changes files.")
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        if creating:
+            return ""
+        raise ToolError(
+            f"File does not exist: {path}. Use Write to create a new file, or Edit with an "
+            "empty old_string."
+        ) from None
+    except OSError as exc:
+        raise ToolError(f"Cannot read {path}: {exc.strerror or exc}") from None
+    if b"\x00" in raw[:8192]:
+        raise ToolError(
+            f"{path} looks like a binary file (it contains NUL bytes); Edit only changes text "
+            "files."
+        )
+    return raw.decode(ENCODING, errors=ERRORS)
+
+
+def replace_text(original: str, args: EditInput, path: Path) -> EditResult:
+    """The replacement itself, pure: unique match, ``replace_all``, or file creation."""
+    old, new = args.old_string, args.new_string
+    if old == "":
+        if original.strip():
+            raise ToolError(
+                f"old_string is empty but {path} already has content. An empty old_string "
+                "only creates a new file; give the exact text to replace."
+            )
+        return EditResult(content=new, first_index=0, replacements=1, inserted=new)
+    count = original.count(old)
+    if count == 0 and "\r\n" in original and "\r\n" not in old:
+        # The model writes "\n"; a CRLF file keeps its own endings.
+        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        count = original.count(old)
+    if count == 0:
+        raise ToolError(
+            f"String to replace not found in {path}. old_string must match the file exactly, "
+            "including whitespace and indentation; Read the file again to copy the exact text."
+        )
+    if count > 1 and not args.replace_all:
+        raise ToolError(
+            f"Found {count} matches of old_string in {path}, but replace_all is false. To "
+            "replace only one occurrence, add more surrounding context to old_string so it "
+            "matches exactly once; to replace every occurrence, set replace_all to true."
+        )
+    first = original.index(old)
+    content = original.replace(old, new) if args.replace_all else original.replace(old, new, 1)
+    return EditResult(content=content, first_index=first, replacements=count, inserted=new)
+
+
+def numbered_snippet(content: str, index: int, inserted: str) -> str:
+    """``cat -n`` style lines around the text inserted at ``index``, with a little context."""
+    lines = content.splitlines()
+    if not lines:
+        return "(the file is now empty)"
+    first_line = content.count("\n", 0, index)
+    last_line = first_line + inserted.count("\n")
+    start = max(first_line - SNIPPET_CONTEXT_LINES, 0)
+    stop = min(last_line + SNIPPET_CONTEXT_LINES + 1, len(lines))
+    return "\n".join(f"{n + 1:>6}\t{lines[n]}" for n in range(start, stop))

@@ -1,0 +1,99 @@
+"""The Glob tool: files whose path matches a pattern, most recently modified first.
+
+Newest first because the files an agent is asked about are usually the ones being worked on.
+The pattern is matched against paths relative to the search directory (``*`` stays inside one
+component, ``**/`` spans directories, ``{a,b}`` alternates); leading literal directories of the
+pattern become the place the walk starts, and that place is confined like any path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from pydantic import Field
+
+from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.paths import allowed_roots, display_path, resolve_path
+from subagents.tools.walk import compile_glob, iter_files, split_literal_prefix
+
+MAX_RESULTS = 100
+
+DESCRIPTION = f"""Fast file pattern matching.
+
+- Supports glob patterns like "**/*.js", "src/**/*.ts" or "*.{{ts,tsx}}"; "*" does not cross "/",
+  so "*.py" matches only in the search directory and "**/*.py" matches at any depth.
+- path is the directory to search (default: the working directory).
+- Returns matching file paths sorted by modification time, newest first, at most {MAX_RESULTS}.
+- Contents of .git directories are skipped."""
+
+
+class GlobInput(ToolInput):
+    pattern: str = Field(description="The glob pattern to match files against.")
+    path: str | None = Field(
+        default=None,
+        description="The directory to search in (default: the working directory).",
+    )
+
+
+class GlobTool(Tool[GlobInput]):
+    """List files matching a glob pattern, newest first, capped at ``MAX_RESULTS``."""
+
+    name = "Glob"
+    description = DESCRIPTION
+    input_model = GlobInput
+
+    def is_read_only(self, args: GlobInput) -> bool:
+        return True
+
+    def is_concurrency_safe(self, args: GlobInput) -> bool:
+        return True
+
+    async def call(self, args: GlobInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        search_dir = search_directory(args.path, ctx)
+        matches = await asyncio.to_thread(find_files, args.pattern, search_dir, ctx)
+        if not matches:
+            return ToolOutput(content="No files found", metadata={"num_files": 0})
+        shown = [display_path(p, ctx) for p in matches[:MAX_RESULTS]]
+        text = "\n".join(shown)
+        if len(matches) > MAX_RESULTS:
+            text += (
+                f"\n(Results are truncated: showing the {MAX_RESULTS} most recently modified of "
+                f"{len(matches)} files. Use a more specific pattern or path.)"
+            )
+        return ToolOutput(content=text, metadata={"num_files": len(matches)})
+
+
+def search_directory(raw: str | None, ctx: ToolContext) -> Path:
+    """The confined directory to search; a missing or non-directory ``path`` is an error."""
+    directory = resolve_path(raw if raw else ".", ctx)
+    if not directory.exists():
+        raise ToolError(f"Directory does not exist: {directory}")
+    if not directory.is_dir():
+        raise ToolError(f"Path is not a directory: {directory}. Give a directory as path.")
+    return directory
+
+
+def find_files(pattern: str, search_dir: Path, ctx: ToolContext) -> list[Path]:
+    """Every file matching ``pattern`` under ``search_dir``, newest first (ties by path)."""
+    if not pattern.strip():
+        raise ToolError("The glob pattern is empty; give a pattern such as '**/*.py'.")
+    prefix, rest = split_literal_prefix(pattern)
+    base = resolve_path(str(search_dir / prefix), ctx) if prefix else search_dir
+    if not base.is_dir():
+        return []
+    regex = compile_glob(rest)
+    roots = allowed_roots(ctx)
+    found = [
+        path
+        for path, rel in iter_files(base, roots, lambda: ctx.abort.aborted)
+        if regex.fullmatch(rel)
+    ]
+    return sorted(found, key=lambda p: (-_mtime_ns(p), str(p)))
+
+
+def _mtime_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0

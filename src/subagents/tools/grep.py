@@ -1,0 +1,288 @@
+"""The Grep tool: search file contents with a regular expression, in pure Python.
+
+No ripgrep binary is needed: the pattern is compiled once, each candidate file is read once as
+bytes (NUL in the first 8 KiB means binary, skipped) and decoded with ``errors="replace"``, a
+whole-text search rejects most files before any per-line work, and ``files_with_matches`` stops
+at a file's first matching line. Matching is per line, as ripgrep does (``^``/``$`` anchor at
+line boundaries). The file walk is the one Glob uses (``.git`` skipped, links confined).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.glob import search_directory
+from subagents.tools.paths import allowed_roots, display_path, resolve_path
+from subagents.tools.walk import compile_glob, iter_files
+
+MAX_LINE_CHARS = 500
+MAX_FILE_BYTES = 50 * 1024 * 1024
+BINARY_SNIFF_BYTES = 8192
+PATTERN_EXCERPT_CHARS = 80
+
+OutputMode = Literal["content", "files_with_matches", "count"]
+
+DESCRIPTION = f"""Searches file contents with a regular expression (Python `re` syntax).
+
+- path: a file or directory to search (default: the working directory).
+- glob: filter file names, e.g. "*.py", "**/*.ts" or "*.{{ts,tsx}}" (a glob without "/" matches
+  the file name at any depth).
+- output_mode: "files_with_matches" (default; file paths, newest first), "content" (matching
+  lines as path:line:text) or "count" (matching lines per file).
+- "-i": case-insensitive. "-n": line numbers in content mode (default true).
+- head_limit: show only the first N results (files, lines or counts).
+- Binary files, files over {MAX_FILE_BYTES // (1024 * 1024)} MiB and .git contents are skipped;
+  matched lines are cut at {MAX_LINE_CHARS} characters."""
+
+
+class GrepInput(ToolInput):
+    pattern: str = Field(description="The regular expression to search for in file contents.")
+    path: str | None = Field(
+        default=None, description="File or directory to search (default: working directory)."
+    )
+    glob: str | None = Field(
+        default=None, description='Glob to filter files, e.g. "*.js" or "*.{ts,tsx}".'
+    )
+    output_mode: OutputMode = Field(
+        default="files_with_matches",
+        description='"content", "files_with_matches" (default) or "count".',
+    )
+    case_insensitive: bool | None = Field(
+        default=None, alias="-i", description="Case-insensitive search."
+    )
+    line_numbers: bool | None = Field(
+        default=None, alias="-n", description="Show line numbers (content mode; default true)."
+    )
+    head_limit: int | None = Field(
+        default=None, ge=0, description="Limit output to the first N results (0: no limit)."
+    )
+
+
+@dataclass(kw_only=True, slots=True)
+class FileMatches:
+    """The matching lines of one file (only the first one in files_with_matches mode)."""
+
+    path: Path
+    lines: list[tuple[int, str]] = field(default_factory=list)
+
+
+class GrepTool(Tool[GrepInput]):
+    """Regex search over file contents; read-only and safe to run alongside other reads."""
+
+    name = "Grep"
+    description = DESCRIPTION
+    input_model = GrepInput
+
+    def is_read_only(self, args: GrepInput) -> bool:
+        return True
+
+    def is_concurrency_safe(self, args: GrepInput) -> bool:
+        return True
+
+    async def call(self, args: GrepInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        regex = compile_pattern(args.pattern, ignore_case=bool(args.case_insensitive))
+        target = search_target(args.path, ctx)
+        results = await asyncio.to_thread(search, regex, target, args, ctx)
+        return render(results, args, ctx)
+
+
+def compile_pattern(pattern: str, *, ignore_case: bool) -> re.Pattern[str]:
+    """The compiled pattern, or a ``ToolError`` the model can act on."""
+    flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
+    try:
+        return re.compile(pattern, flags)
+    except re.error as exc:
+        raise ToolError(invalid_pattern_message(pattern, exc)) from None
+    except (OverflowError, RecursionError) as exc:  # absurd repeat counts or nesting
+        raise ToolError(
+            f"Invalid regular expression in Grep `pattern`: {exc} "
+            f"(pattern: '{pattern_excerpt(pattern, 0)}'). Simplify the pattern and try again."
+        ) from None
+
+
+def invalid_pattern_message(pattern: str, exc: re.error) -> str:
+    """One readable paragraph: the problem, its position and a short excerpt of the pattern."""
+    where = f" at position {exc.pos}" if exc.pos is not None else ""
+    shown = (
+        "pattern"
+        if len(pattern) <= PATTERN_EXCERPT_CHARS
+        else (f"pattern of {len(pattern)} characters, shown around the error")
+    )
+    return (
+        f"Invalid regular expression in Grep `pattern`: {exc.msg}{where} "
+        f"({shown}: '{pattern_excerpt(pattern, exc.pos or 0)}'). Grep uses Python regular "
+        "expression syntax; escape special characters such as ( ) [ ] { } . * + ? | with a "
+        "backslash to match them literally, then try again."
+    )
+
+
+def pattern_excerpt(pattern: str, position: int) -> str:
+    """At most ``PATTERN_EXCERPT_CHARS`` of ``pattern`` around ``position``, on one line."""
+    if len(pattern) > PATTERN_EXCERPT_CHARS:
+        half = PATTERN_EXCERPT_CHARS // 2
+        start = max(0, min(position - half, len(pattern) - PATTERN_EXCERPT_CHARS))
+        end = start + PATTERN_EXCERPT_CHARS
+        text = ("…" if start else "") + pattern[start:end] + ("…" if end < len(pattern) else "")
+    else:
+        text = pattern
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def search_target(raw: str | None, ctx: ToolContext) -> Path:
+    """A confined file or directory to search."""
+    if raw:
+        path = resolve_path(raw, ctx)
+        if path.is_file():
+            return path
+    return search_directory(raw, ctx)
+
+
+def search(
+    regex: re.Pattern[str], target: Path, args: GrepInput, ctx: ToolContext
+) -> list[FileMatches]:
+    """Files under ``target`` with at least one matching line, in walk order."""
+    mode, limit = args.output_mode, args.head_limit or 0
+    results: list[FileMatches] = []
+    total_lines = 0
+    for path in candidate_files(target, args.glob, ctx):
+        matches = match_file(path, regex, first_only=mode == "files_with_matches")
+        if matches is None:
+            continue
+        results.append(matches)
+        total_lines += len(matches.lines)
+        # Output in these modes is cut at head_limit: stop once it is known to be exceeded.
+        if limit and mode == "count" and len(results) > limit:
+            break
+        if limit and mode == "content" and total_lines > limit:
+            break
+    return results
+
+
+def candidate_files(target: Path, glob: str | None, ctx: ToolContext) -> Iterable[Path]:
+    """The files to search: ``target`` itself, or the walk below it filtered by ``glob``."""
+    if target.is_file():
+        return [target]
+    accept = name_filter(glob)
+    walk = iter_files(target, allowed_roots(ctx), lambda: ctx.abort.aborted)
+    return (path for path, rel in walk if accept(rel))
+
+
+def name_filter(glob: str | None) -> Callable[[str], bool]:
+    """A glob without ``/`` matches the file name at any depth; with ``/``, the relative path."""
+    if not glob:
+        return lambda rel: True
+    regex = compile_glob(glob)
+    if "/" in glob:
+        return lambda rel: regex.fullmatch(rel) is not None
+    return lambda rel: regex.fullmatch(rel.rpartition("/")[2]) is not None
+
+
+def match_file(path: Path, regex: re.Pattern[str], *, first_only: bool) -> FileMatches | None:
+    """The matching lines of a text file; ``None`` when none match or it cannot be searched."""
+    text = read_text(path)
+    if text is None:
+        return None
+    # \A and \Z mean "line start/end" per line but "file start/end" on the whole text.
+    if "\\A" not in regex.pattern and "\\Z" not in regex.pattern and not regex.search(text):
+        return None
+    found = FileMatches(path=path)
+    for number, line in enumerate(text.split("\n"), 1):
+        if regex.search(line):
+            found.lines.append((number, line))
+            if first_only:
+                break
+    return found if found.lines else None
+
+
+def read_text(path: Path) -> str | None:
+    """The file as text with ``\\n`` line ends; ``None`` for binary, huge or unreadable files."""
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return None
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    if b"\x00" in raw[:BINARY_SNIFF_BYTES]:
+        return None
+    text = raw.decode("utf-8", errors="replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.removesuffix("\n")
+
+
+def render(results: list[FileMatches], args: GrepInput, ctx: ToolContext) -> ToolOutput:
+    """Format results for the requested ``output_mode``, applying ``head_limit``."""
+    if args.output_mode == "files_with_matches":
+        return _render_files(results, args.head_limit, ctx)
+    if args.output_mode == "count":
+        return _render_counts(results, args.head_limit, ctx)
+    return _render_content(results, args, ctx)
+
+
+def _render_files(results: list[FileMatches], limit: int | None, ctx: ToolContext) -> ToolOutput:
+    if not results:
+        return ToolOutput(content="No files found", metadata={"num_files": 0})
+    paths = sorted((r.path for r in results), key=lambda p: (-_mtime_ns(p), str(p)))
+    shown = paths[:limit] if limit else paths
+    noun = "file" if len(paths) == 1 else "files"
+    lines = [f"Found {len(paths)} {noun}", *(display_path(p, ctx) for p in shown)]
+    text = "\n".join(lines) + _limit_note(len(shown), len(paths), limit, "files")
+    return ToolOutput(content=text, metadata={"num_files": len(paths)})
+
+
+def _render_counts(results: list[FileMatches], limit: int | None, ctx: ToolContext) -> ToolOutput:
+    if not results:
+        return ToolOutput(content="No matches found", metadata={"num_files": 0, "num_matches": 0})
+    shown = results[:limit] if limit else results
+    lines = [f"{display_path(r.path, ctx)}:{len(r.lines)}" for r in shown]
+    total = sum(len(r.lines) for r in shown)
+    noun = "file" if len(shown) == 1 else "files"
+    text = "\n".join(lines) + f"\n\nFound {total} total occurrences across {len(shown)} {noun}."
+    text += _limit_note(len(shown), len(results), limit, "files")
+    return ToolOutput(content=text, metadata={"num_files": len(shown), "num_matches": total})
+
+
+def _render_content(results: list[FileMatches], args: GrepInput, ctx: ToolContext) -> ToolOutput:
+    numbered = args.line_numbers is not False
+    lines: list[str] = []
+    for result in results:
+        name = display_path(result.path, ctx)
+        for number, line in result.lines:
+            text = _cut(line)
+            lines.append(f"{name}:{number}:{text}" if numbered else f"{name}:{text}")
+    if not lines:
+        return ToolOutput(content="No matches found", metadata={"num_matches": 0})
+    limit = args.head_limit
+    shown = lines[:limit] if limit else lines
+    text = "\n".join(shown) + _limit_note(len(shown), len(lines), limit, "lines")
+    return ToolOutput(content=text, metadata={"num_files": len(results), "num_matches": len(shown)})
+
+
+def _limit_note(shown: int, total: int, limit: int | None, unit: str) -> str:
+    if not limit or total <= shown:
+        return ""
+    return (
+        f"\n\n(Output limited by head_limit={limit}: showing the first {shown} {unit}; more "
+        "results exist. Raise head_limit or narrow the search to see them.)"
+    )
+
+
+def _cut(line: str) -> str:
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    return line[:MAX_LINE_CHARS] + f"… [{len(line) - MAX_LINE_CHARS} more characters]"
+
+
+def _mtime_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0

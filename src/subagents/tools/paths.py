@@ -1,0 +1,68 @@
+"""Path confinement for the file tools (SPEC §13).
+
+Every file tool turns the model's ``file_path``/``path`` into a real path through
+``resolve_path``: relative paths start at ``ctx.cwd``, then the path is resolved the way the
+operating system will see it (symlinks followed, ``..`` collapsed, and for a path that does not
+exist yet, its existing ancestors resolved). Only then is it compared with the allowed roots, so
+neither ``../`` nor a symlink planted inside the working directory can reach a file outside it.
+The check is on the resolved path, never on the text the model wrote.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from subagents.tools.base import ToolContext, ToolError
+
+CONFINEMENT_NOTE = "File tools are confined to the working directory and its added directories."
+
+
+def allowed_roots(ctx: ToolContext) -> tuple[Path, ...]:
+    """The resolved roots; an empty ``roots`` means the working directory alone."""
+    roots = ctx.roots or (ctx.cwd,)
+    return tuple(_resolve(root, str(root)) for root in roots)
+
+
+def resolve_path(raw: str, ctx: ToolContext) -> Path:
+    """The absolute, fully resolved path for ``raw``; ``ToolError`` if it leaves every root."""
+    if not raw.strip():
+        raise ToolError("The path is empty; give a file path inside the working directory.")
+    if "\x00" in raw:
+        raise ToolError(f"The path {raw!r} contains a NUL byte, which no file name can hold.")
+    candidate = Path(raw).expanduser()
+    if not candidate.is_absolute():
+        candidate = ctx.cwd / candidate
+    resolved = _resolve(candidate, raw)
+    roots = allowed_roots(ctx)
+    if any(is_inside(resolved, root) for root in roots):
+        return resolved
+    raise ToolError(
+        f"Path '{raw}' resolves to '{resolved}', outside the working directory "
+        f"'{ctx.cwd}' (allowed: {', '.join(str(r) for r in roots)}). {CONFINEMENT_NOTE}"
+    )
+
+
+def is_inside(path: Path, root: Path) -> bool:
+    """True when the (already resolved) ``path`` is ``root`` or lies below it."""
+    return path == root or path.is_relative_to(root)
+
+
+def display_path(path: Path, ctx: ToolContext) -> str:
+    """``path`` relative to the working directory when it lies below it, else absolute.
+
+    Results name files the short way the model would write them; anything outside ``cwd``
+    (an added directory) keeps its absolute path so it stays unambiguous.
+    """
+    cwd = _resolve(ctx.cwd, str(ctx.cwd))
+    if path != cwd and path.is_relative_to(cwd):
+        return path.relative_to(cwd).as_posix()
+    return str(path)
+
+
+def _resolve(path: Path, raw: str) -> Path:
+    # strict=False resolves the existing prefix (following symlinks, dangling ones included)
+    # and appends the rest, which is exactly what a later open()/mkdir() would reach.
+    try:
+        return path.resolve(strict=False)
+    except (OSError, RuntimeError) as exc:  # symlink loops: RuntimeError before 3.13
+        raise ToolError(f"Cannot resolve path '{raw}': {exc}") from exc

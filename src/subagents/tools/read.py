@@ -1,0 +1,161 @@
+"""The Read tool: a text file, or a range of its lines, numbered like ``cat -n``.
+
+Limits keep one read from flooding the context: a file over ``MAX_FILE_BYTES`` needs an explicit
+``offset``/``limit``, at most ``DEFAULT_LINE_LIMIT`` lines come back per call, each line is cut at
+``MAX_LINE_CHARS``, and the whole answer stops at ``MAX_OUTPUT_CHARS`` with a note saying where
+to continue. The mtime seen is recorded in ``ctx.read_files`` so later edits can tell whether the
+file changed since the agent looked at it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+
+from pydantic import Field
+
+from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.paths import resolve_path
+
+DEFAULT_LINE_LIMIT = 2000
+MAX_LINE_CHARS = 2000
+MAX_FILE_BYTES = 256 * 1024
+MAX_OUTPUT_CHARS = 100_000
+BINARY_SNIFF_BYTES = 8192
+NEWLINE = "\n"
+
+DESCRIPTION = f"""Reads a file from the local filesystem.
+
+- file_path may be absolute or relative to the working directory; it must lie inside the working
+  directory or an added directory.
+- By default it reads up to {DEFAULT_LINE_LIMIT} lines from the start of the file. For long files
+  give offset (1-based line number) and limit (number of lines).
+- Lines longer than {MAX_LINE_CHARS} characters are cut.
+- Files larger than {MAX_FILE_BYTES // 1024} KiB must be read in parts with offset/limit.
+- Results are numbered like `cat -n`: line number, a tab, then the line.
+- Binary files and directories cannot be read; use Glob or Bash `ls` to list a directory."""
+
+
+class ReadInput(ToolInput):
+    file_path: str = Field(description="The path of the file to read.")
+    offset: int | None = Field(
+        default=None,
+        ge=0,
+        description="The 1-based line number to start reading from (0 also means the first line).",
+    )
+    limit: int | None = Field(default=None, ge=1, description="The number of lines to read.")
+
+
+@dataclass(kw_only=True, slots=True)
+class _Excerpt:
+    """Numbered lines taken from a file, and whether (and where) more would follow."""
+
+    text: str
+    first: int
+    last: int
+    more: bool
+
+
+class ReadTool(Tool[ReadInput]):
+    """Read a text file as numbered lines; confined to the allowed roots."""
+
+    name = "Read"
+    description = DESCRIPTION
+    input_model = ReadInput
+    # The tool caps its own output with a continuation hint; the generic cut must not hit first.
+    max_result_chars = MAX_OUTPUT_CHARS + 1000
+
+    def is_read_only(self, args: ReadInput) -> bool:
+        return True
+
+    def is_concurrency_safe(self, args: ReadInput) -> bool:
+        return True
+
+    async def call(self, args: ReadInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        path = resolve_path(args.file_path, ctx)
+        content, mtime_ns = await asyncio.to_thread(read_file, path, args.offset, args.limit)
+        ctx.read_files[str(path)] = mtime_ns
+        return ToolOutput(content=content)
+
+
+def read_file(path: Path, offset: int | None, limit: int | None) -> tuple[str, int]:
+    """The tool's answer for ``path`` and the mtime (ns) of the file that was read."""
+    stat = _check_readable(path, offset, limit)
+    if stat.st_size == 0:
+        return f"(The file {path} exists but is empty.)", stat.st_mtime_ns
+    start = max(offset or 1, 1)
+    count = limit or DEFAULT_LINE_LIMIT
+    excerpt = _numbered_lines(path, start, count)
+    if excerpt.last < excerpt.first:
+        total = _count_lines(path)
+        notice = (
+            f"(The file {path} has {total} lines; offset {start} is past its end. "
+            "Use a smaller offset.)"
+        )
+        return notice, stat.st_mtime_ns
+    text = excerpt.text
+    if excerpt.more:
+        text += (
+            f"\n\n(Showing lines {excerpt.first}-{excerpt.last}. More lines follow: "
+            f"continue with offset={excerpt.last + 1}.)"
+        )
+    return text, stat.st_mtime_ns
+
+
+def _check_readable(path: Path, offset: int | None, limit: int | None) -> os.stat_result:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise ToolError(f"File does not exist: {path}") from None
+    except OSError as exc:
+        raise ToolError(f"Cannot read {path}: {exc.strerror or exc}") from None
+    if path.is_dir():
+        raise ToolError(
+            f"{path} is a directory, not a file. Use Glob or Bash `ls` to list its contents."
+        )
+    if stat.st_size > MAX_FILE_BYTES and offset is None and limit is None:
+        raise ToolError(
+            f"File {path} is {stat.st_size:,} bytes, more than the {MAX_FILE_BYTES // 1024} KiB "
+            "that can be read at once. Read it in parts with offset and limit (for example "
+            "offset=1, limit=500), or use Grep to find the lines you need."
+        )
+    with path.open("rb") as handle:
+        if b"\x00" in handle.read(BINARY_SNIFF_BYTES):
+            raise ToolError(
+                f"{path} looks like a binary file (it contains NUL bytes); Read only shows text "
+                "files."
+            )
+    return stat
+
+
+def _numbered_lines(path: Path, start: int, count: int) -> _Excerpt:
+    """Lines ``start``..``start+count-1`` numbered ``cat -n`` style, cut at the output cap."""
+    parts: list[str] = []
+    size = 0
+    last = start - 1
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        lines = islice(handle, start - 1, None)
+        for number, line in enumerate(lines, start):
+            if number >= start + count:
+                return _Excerpt(text="\n".join(parts), first=start, last=last, more=True)
+            numbered = f"{number:>6}\t{_cut(line.removesuffix(NEWLINE))}"
+            if parts and size + len(numbered) > MAX_OUTPUT_CHARS:
+                return _Excerpt(text="\n".join(parts), first=start, last=last, more=True)
+            parts.append(numbered)
+            size += len(numbered) + 1
+            last = number
+    return _Excerpt(text="\n".join(parts), first=start, last=last, more=False)
+
+
+def _cut(line: str) -> str:
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    return line[:MAX_LINE_CHARS] + f"… [line cut: {len(line) - MAX_LINE_CHARS} more characters]"
+
+
+def _count_lines(path: Path) -> int:
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        return sum(1 for _ in handle)
