@@ -81,6 +81,8 @@ class LoopSpec:
     inbox: Inbox | None = None
     log: MessageLog | None = None
     on_turn: Callable[[LoopStats], None] | None = None
+    stats: LoopStats | None = None
+    """Counters to update in place (so others can watch a running loop); default: fresh ones."""
     tool_schemas: list[Any] | None = None
     """Exact schema array to send (a fork reuses its parent's bytes); default: from ``tools``."""
 
@@ -128,7 +130,7 @@ class _Loop:
     def __init__(self, spec: LoopSpec) -> None:
         self.spec = spec
         self.ctx = spec.ctx
-        self.stats = LoopStats()
+        self.stats = spec.stats if spec.stats is not None else LoopStats()
         self.tool_map = tool_lookup(spec.tools)
         self.schemas = spec.tool_schemas or [t.schema() for t in spec.tools]
         self.started = time.monotonic()

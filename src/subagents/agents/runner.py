@@ -1,0 +1,139 @@
+"""Running one agent — the main one or a child — from its prepared job to its final record.
+
+``run_agent`` is the single path every agent takes: open its transcript, run the loop, and in a
+``finally`` (success, error and abort alike) kill every process it left, close the transcript and
+fill in its ``AgentRun`` record. Deciding *what* an agent gets (model, tools, prompt, context) is
+the caller's business (``session.py`` for the main agent, ``agents/agent_tool.py`` for children).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from subagents.events import AgentRef
+from subagents.loop.inbox import Inbox
+from subagents.loop.query import Budget, LoopOutcome, LoopSpec, LoopStats, run_loop
+from subagents.messages import Message, Usage
+from subagents.models.retry import ModelCaller
+from subagents.store.transcript import TranscriptWriter
+from subagents.tools.base import Tool, ToolContext
+
+AgentStatus = Literal["running", "completed", "failed", "killed"]
+
+
+@dataclass(kw_only=True)
+class AgentRun:
+    """The runtime record of one agent run; what ``json`` output's ``agents`` list reports."""
+
+    ref: AgentRef
+    description: str = ""
+    prompt: str = ""
+    model: str = ""
+    depth: int = 0
+    is_background: bool = False
+    status: AgentStatus = "running"
+    reason: str = ""
+    error: str | None = None
+    result_text: str = ""
+    started: float = field(default_factory=time.monotonic)
+    duration_ms: int = 0
+    stats: LoopStats = field(default_factory=LoopStats)
+    transcript_path: Path | None = None
+    messages: list[Message] = field(default_factory=list)
+
+    @property
+    def agent_id(self) -> str:
+        return self.ref.agent_id
+
+    @property
+    def agent_type(self) -> str:
+        return self.ref.agent_type
+
+    @property
+    def usage(self) -> Usage:
+        return self.stats.usage
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "agentId": self.agent_id,
+            "agentType": self.agent_type,
+            "status": self.status,
+            "totalToolUseCount": self.stats.tool_use_count,
+            "totalTokens": self.stats.usage.total,
+            "totalDurationMs": self.duration_ms,
+        }
+
+
+@dataclass(kw_only=True)
+class AgentJob:
+    """A fully prepared agent: everything ``run_agent`` needs."""
+
+    run: AgentRun
+    caller: ModelCaller
+    system: str
+    tools: list[Tool[Any]]
+    ctx: ToolContext
+    messages: list[Message]
+    budget: Budget = field(default_factory=Budget)
+    thinking: dict[str, Any] | None = None
+    inbox: Inbox | None = None
+    transcript: Path | None = None
+    on_turn: Callable[[LoopStats], None] | None = None
+    tool_schemas: list[Any] | None = None
+
+
+async def run_agent(job: AgentJob) -> LoopOutcome:
+    """Run the job to its end; the run record ends terminal and no process is left behind."""
+    run = job.run
+    log = TranscriptWriter(job.transcript) if job.transcript is not None else None
+    run.transcript_path = job.transcript
+    run.messages = job.messages
+    if log is not None:
+        for message in job.messages:
+            log.append(message)
+        log.flush()
+    spec = LoopSpec(
+        caller=job.caller,
+        system=job.system,
+        tools=job.tools,
+        ctx=job.ctx,
+        messages=job.messages,
+        prompt=run.prompt,
+        budget=job.budget,
+        thinking=job.thinking,
+        inbox=job.inbox,
+        log=log,
+        on_turn=job.on_turn,
+        tool_schemas=job.tool_schemas,
+        stats=run.stats,
+    )
+    outcome: LoopOutcome | None = None
+    try:
+        outcome = await run_loop(spec)
+        return outcome
+    finally:
+        job.ctx.processes.kill_all()
+        if log is not None:
+            log.close()
+        _finish(run, outcome)
+
+
+def _finish(run: AgentRun, outcome: LoopOutcome | None) -> None:
+    run.duration_ms = int((time.monotonic() - run.started) * 1000)
+    run.model = run.model or ""
+    if outcome is None:
+        run.status, run.reason = "killed", "cancelled"
+        return
+    run.reason = outcome.reason
+    run.error = outcome.error
+    run.result_text = outcome.final_text
+    if outcome.reason == "completed":
+        run.status = "completed"
+    elif outcome.reason == "aborted":
+        run.status = "killed"
+    else:
+        run.status = "failed"

@@ -1,0 +1,104 @@
+"""``subagents -p``: one headless session, printed as text, one JSON object, or a JSON stream.
+
+Exit codes: 0 when the session's result is ``success``; 1 when the run ended in an error subtype
+(max turns, budget, execution error); 2 when it could not start (bad arguments, model, files).
+Every failure prints one line to stderr saying why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from subagents.events import Event
+from subagents.session import RunResult, Session, SessionOptions
+from subagents.state import ProjectState
+
+DEFAULT_MODEL = "local"
+
+
+class StartupError(Exception):
+    """The session could not start; the message is the one line the user sees."""
+
+
+def run_headless(args: argparse.Namespace) -> int:
+    try:
+        session = _session_from_args(args)
+    except (StartupError, ValueError, OSError) as exc:
+        print(f"subagents: error: {exc}", file=sys.stderr)
+        return 2
+    printer = _Printer(args.output_format)
+    try:
+        result = asyncio.run(session.run(args.prompt, on_event=printer.event))
+    except KeyboardInterrupt:
+        print("subagents: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError) as exc:
+        print(f"subagents: error: {exc}", file=sys.stderr)
+        return 2
+    printer.finish(result)
+    if result.is_error:
+        print(f"subagents: {result.subtype}: {_one_line(result.result)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _session_from_args(args: argparse.Namespace) -> Session:
+    cwd = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
+    if not cwd.is_dir():
+        raise StartupError(f"--cwd {args.cwd}: not a directory")
+    model = args.model or os.environ.get("SUBAGENTS_MODEL") or DEFAULT_MODEL
+    resume = args.resume
+    if args.continue_latest and not resume:
+        resume = latest_session(ProjectState.for_cwd(cwd))
+        if resume is None:
+            raise StartupError(f"--continue: no earlier session for {cwd}")
+    options = SessionOptions(
+        model=model,
+        cwd=cwd,
+        max_turns=args.max_turns,
+        resume=resume,
+        fallback_model=args.fallback_model,
+    )
+    return Session(options)
+
+
+def latest_session(state: ProjectState) -> str | None:
+    folder = state.sessions_dir
+    if not folder.is_dir():
+        return None
+    files = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+    return files[-1].stem if files else None
+
+
+class _Printer:
+    """Writes events or the final result in the chosen output format."""
+
+    def __init__(self, output_format: str) -> None:
+        self.format = output_format
+
+    def event(self, event: Event) -> None:
+        if self.format == "stream-json":
+            _write_json(event.to_dict())
+
+    def finish(self, result: RunResult) -> None:
+        if self.format == "json":
+            _write_json(result.payload)
+        elif self.format == "text" and not result.is_error:
+            sys.stdout.write(result.result.rstrip("\n") + "\n")
+            sys.stdout.flush()
+
+
+def _write_json(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line[:300]

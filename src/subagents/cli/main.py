@@ -1,0 +1,90 @@
+"""The ``subagents`` command: argument parsing and dispatch, nothing else.
+
+``subagents -p PROMPT …`` runs one session headless (``cli/headless.py``); subcommands (``agents``,
+``tasks``, ``transcript``, ``model``) each live in their own module with a ``register`` function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from subagents import __version__
+
+OUTPUT_FORMATS = ("text", "json", "stream-json")
+SUBCOMMAND_MODULES = ("agents_cmd", "tasks_cmd", "model_cmd")
+PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "dontAsk", "plan")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="subagents",
+        description="Run a coordinating agent that delegates to sub-agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"subagents {__version__}")
+    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="run headless")
+    parser.add_argument(
+        "--model", help="PROVIDER:NAME (scripted:FILE, anthropic:ID, openai:NAME, local)"
+    )
+    parser.add_argument("--fallback-model", help="model to switch to on a fallback-class error")
+    parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default="text")
+    parser.add_argument("--agents", metavar="JSON", help="extra agent definitions as JSON")
+    parser.add_argument("--permission-mode", choices=PERMISSION_MODES)
+    parser.add_argument("--max-turns", type=_positive_int, metavar="N")
+    parser.add_argument("--settings", metavar="FILE", help="an extra settings file")
+    parser.add_argument("--cwd", metavar="DIR", help="working directory (default: current)")
+    parser.add_argument("--resume", "-r", metavar="SESSION_ID", help="continue a session")
+    parser.add_argument(
+        "--continue",
+        "-c",
+        dest="continue_latest",
+        action="store_true",
+        help="continue the project's latest session",
+    )
+    parser.add_argument("--verbose", action="store_true", help="show child progress lines")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _register_subcommands(subparsers)
+    return parser
+
+
+def _register_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    import importlib
+
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"subagents.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"subagents.cli.{name}":
+                raise
+            continue
+        module.register(subparsers)
+
+
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {raw!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {raw!r}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is not None:
+        code: int = handler(args)
+        return code
+    if args.prompt is None:
+        parser.print_help(sys.stderr)
+        return 2
+    from subagents.cli.headless import run_headless
+
+    return run_headless(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Runtime knobs, read from the environment once per session (SPEC §19 "Knobs").
+
+Every knob has the documented default; Claude Code's variable names are accepted where the spec
+says so. Reading happens in ``RuntimeConfig.from_env``, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={raw!r} is not an integer") from None
+
+
+def _flag(env: Mapping[str, str], names: tuple[str, ...], default: bool) -> bool:
+    for name in names:
+        raw = env.get(name)
+        if raw is None:
+            continue
+        value = raw.strip().lower()
+        if value in _TRUE:
+            return True
+        if value in _FALSE:
+            return False
+        raise ValueError(f"environment variable {name}={raw!r} is not a boolean (use 1 or 0)")
+    return default
+
+
+@dataclass(kw_only=True, frozen=True)
+class RuntimeConfig:
+    """Limits and switches of the sub-agent runtime."""
+
+    max_spawn_depth: int = 3
+    max_concurrent_subagents: int = 20
+    auto_background_ms: int = 120_000
+    stall_timeout_ms: int = 600_000
+    task_max_output: int = 32_000
+    print_bg_wait_ms: int = 600_000
+    fork_enabled: bool = True
+    background_disabled: bool = False
+    progress_after_ms: int = 2_000
+    agent_result_cap: int = 100_000
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
+        env = os.environ if env is None else env
+        output = _int(env, "SUBAGENTS_TASK_MAX_OUTPUT_LENGTH", 32_000)
+        if not 1 <= output <= 160_000:
+            raise ValueError("SUBAGENTS_TASK_MAX_OUTPUT_LENGTH must be between 1 and 160000")
+        return cls(
+            max_spawn_depth=_int(env, "SUBAGENTS_MAX_SPAWN_DEPTH", 3),
+            max_concurrent_subagents=_int(env, "SUBAGENTS_MAX_CONCURRENT_SUBAGENTS", 20),
+            auto_background_ms=_int(env, "SUBAGENTS_AUTO_BACKGROUND_MS", 120_000),
+            stall_timeout_ms=_int(env, "SUBAGENTS_ASYNC_AGENT_STALL_TIMEOUT_MS", 600_000),
+            task_max_output=output,
+            print_bg_wait_ms=_int(env, "SUBAGENTS_PRINT_BG_WAIT_MS", 600_000),
+            fork_enabled=_flag(
+                env, ("SUBAGENTS_FORK_SUBAGENT", "CLAUDE_CODE_FORK_SUBAGENT"), default=True
+            ),
+            background_disabled=_flag(
+                env,
+                ("SUBAGENTS_DISABLE_BACKGROUND_TASKS", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS"),
+                default=False,
+            ),
+        )

@@ -1,0 +1,234 @@
+"""A session: one main agent, its children, its state folder, its events.
+
+``Session`` is what the CLI's ``-p`` and the library's ``run()`` drive. It resolves the model,
+builds the main agent's tools and context, runs it through ``agents.runner.run_agent`` and turns
+the outcome into the result object of SPEC §19 (``subtype``, ``usage`` summed over every agent,
+the per-agent ``agents`` list). Sub-agents reach the session through ``ToolContext.services``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from subagents.abort import AbortSignal
+from subagents.agents.prompts import main_system_prompt
+from subagents.agents.runner import AgentJob, AgentRun, run_agent
+from subagents.config import RuntimeConfig
+from subagents.events import AgentRef, Event, EventSink, InitEvent, ResultEvent, discard
+from subagents.loop.inbox import Inbox
+from subagents.loop.query import Budget, LoopOutcome
+from subagents.messages import Message, Usage, user_message
+from subagents.models.base import Model
+from subagents.models.retry import ModelCaller, RetryPolicy
+from subagents.state import ProjectState, canonical_project
+from subagents.store.transcript import read_messages
+from subagents.tools.base import Tool, ToolContext
+
+SUBTYPES = {
+    "completed": "success",
+    "max_turns": "error_max_turns",
+    "max_tokens": "error_max_budget",
+    "max_wall_time": "error_max_budget",
+    "aborted": "error_during_execution",
+    "model_error": "error_during_execution",
+}
+
+
+@dataclass(kw_only=True)
+class SessionOptions:
+    """How to run a session. ``model`` is a ``Model`` or a ``provider:name`` string."""
+
+    model: Model | str
+    cwd: Path = field(default_factory=Path.cwd)
+    home: Path | None = None
+    system_prompt: str | None = None
+    tools: Sequence[Tool[Any]] | None = None
+    max_turns: int | None = None
+    max_tokens: int | None = None
+    max_wall_ms: int | None = None
+    resume: str | None = None
+    fallback_model: Model | str | None = None
+    additional_dirs: Sequence[Path] = ()
+    config: RuntimeConfig | None = None
+    transcripts: bool = True
+    retry: RetryPolicy | None = None
+
+
+@dataclass(kw_only=True)
+class RunResult:
+    """The end of a session run: the SPEC §19 ``json`` object plus the live records."""
+
+    payload: dict[str, Any]
+    agents: list[AgentRun]
+    outcome: LoopOutcome
+
+    @property
+    def subtype(self) -> str:
+        return str(self.payload["subtype"])
+
+    @property
+    def is_error(self) -> bool:
+        return bool(self.payload["is_error"])
+
+    @property
+    def result(self) -> str:
+        return str(self.payload["result"])
+
+    @property
+    def session_id(self) -> str:
+        return str(self.payload["session_id"])
+
+
+class Session:
+    """One coordinating agent run and everything it starts."""
+
+    def __init__(self, options: SessionOptions) -> None:
+        self.options = options
+        self.config = options.config or RuntimeConfig.from_env()
+        self.cwd = canonical_project(options.cwd)
+        self.state = ProjectState.for_cwd(self.cwd, options.home)
+        self.session_id = options.resume or str(uuid.uuid4())
+        self.model = _resolve(options.model)
+        self.fallback = _resolve(options.fallback_model) if options.fallback_model else None
+        self.abort = AbortSignal()
+        self.agents: list[AgentRun] = []
+        self.emit: EventSink = discard
+        self.inbox = Inbox()
+
+    # -- public -------------------------------------------------------------------------------
+
+    async def run(self, prompt: str, on_event: EventSink | None = None) -> RunResult:
+        """Run the main agent on ``prompt`` to its end; events go to ``on_event`` as they happen."""
+        self.emit = on_event or discard
+        return await self._run_main(prompt)
+
+    async def stream(self, prompt: str) -> AsyncIterator[Event]:
+        """The same run as an async iterator of events, ending with the ``result`` event."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self.emit = queue.put_nowait
+        task = asyncio.create_task(self._run_main(prompt), name=f"session:{self.session_id}")
+        task.add_done_callback(lambda _t: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            task.result()
+        finally:
+            if not task.done():
+                self.abort.abort("consumer stopped")
+                await asyncio.gather(task, return_exceptions=True)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def main_tools(self) -> list[Tool[Any]]:
+        if self.options.tools is not None:
+            return list(self.options.tools)
+        from subagents.tools import core_tools
+
+        return core_tools()
+
+    def _history(self, prompt: str) -> list[Message]:
+        messages: list[Message] = []
+        if self.options.resume:
+            path = self.state.session_transcript(self.options.resume)
+            if not path.exists():
+                raise ValueError(f"--resume {self.options.resume}: no such session in {self.cwd}")
+            messages = read_messages(path)
+        messages.append(user_message(prompt))
+        return messages
+
+    async def _run_main(self, prompt: str) -> RunResult:
+        tools = self.main_tools()
+        names = [t.name for t in tools]
+        ref = AgentRef(agent_id=self.session_id, agent_type="main")
+        run = AgentRun(ref=ref, prompt=prompt, model=self.model.name)
+        self.agents.append(run)
+        self.emit(
+            InitEvent(
+                session_id=self.session_id,
+                model=self.model.name,
+                cwd=str(self.cwd),
+                tools=names,
+                agent=ref,
+            )
+        )
+        roots = (self.cwd, *(canonical_project(d) for d in self.options.additional_dirs))
+        ctx = ToolContext(
+            cwd=self.cwd, roots=roots, abort=self.abort, agent=ref, emit=self.emit, services=self
+        )
+        job = AgentJob(
+            run=run,
+            caller=self._caller(),
+            system=main_system_prompt(self.cwd, names, self.options.system_prompt),
+            tools=tools,
+            ctx=ctx,
+            messages=self._history(prompt),
+            budget=Budget(
+                max_turns=self.options.max_turns,
+                max_tokens=self.options.max_tokens,
+                max_wall_ms=self.options.max_wall_ms,
+            ),
+            inbox=self.inbox,
+            transcript=self._transcript_path(),
+        )
+        started = time.monotonic()
+        outcome = await run_agent(job)
+        result = self._result(outcome, int((time.monotonic() - started) * 1000))
+        self.emit(ResultEvent(payload=result.payload))
+        return result
+
+    def _caller(self) -> ModelCaller:
+        policy = self.options.retry or RetryPolicy.from_env()
+        return ModelCaller(model=self.model, policy=policy, fallback=self.fallback)
+
+    def _transcript_path(self) -> Path | None:
+        if not self.options.transcripts:
+            return None
+        return self.state.session_transcript(self.session_id)
+
+    def total_usage(self) -> Usage:
+        total = Usage()
+        for run in self.agents:
+            total.add(run.usage)
+        return total
+
+    def _result(self, outcome: LoopOutcome, duration_ms: int) -> RunResult:
+        subtype = SUBTYPES[outcome.reason]
+        text = outcome.final_text
+        if subtype != "success":
+            text = outcome.error or _reason_text(outcome.reason)
+        payload: dict[str, Any] = {
+            "type": "result",
+            "subtype": subtype,
+            "is_error": subtype != "success",
+            "result": text,
+            "session_id": self.session_id,
+            "num_turns": outcome.stats.num_turns,
+            "duration_ms": duration_ms,
+            "usage": self.total_usage().to_dict(),
+            "agents": [run.summary() for run in self.agents],
+        }
+        return RunResult(payload=payload, agents=list(self.agents), outcome=outcome)
+
+
+def _reason_text(reason: str) -> str:
+    return {
+        "max_turns": "Reached the maximum number of turns",
+        "max_tokens": "Reached the token budget",
+        "max_wall_time": "Reached the wall-time budget",
+        "aborted": "The run was aborted",
+        "model_error": "The model call failed",
+    }.get(reason, reason)
+
+
+def _resolve(model: Model | str) -> Model:
+    if isinstance(model, str):
+        from subagents.models.resolve import resolve_model
+
+        return resolve_model(model)
+    return model

@@ -1,0 +1,1 @@
+"""Durable state: transcripts now; sidecar records and the Store protocol build on it."""
