@@ -1,0 +1,181 @@
+"""The scripted model's file format (SPEC §19), validated with pydantic.
+
+A script is public API: tests written by our users depend on it, so a mistake in one must come
+back as one readable error naming the file and the field (``requests.json:
+agents[1].turns[0].error.type: must be one of overloaded|rate_limit|api_error|fallback``), never
+as a pydantic dump or a failure deep inside a run. Unknown fields are refused for the same reason:
+a misspelt ``delay_ms`` should not silently do nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+ErrorType = Literal["overloaded", "rate_limit", "api_error", "fallback"]
+
+
+class ScriptError(ValueError):
+    """A script (file, dict or function result) that does not follow the format."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"invalid regex {value!r}: {exc}") from None
+    return value
+
+
+class ScriptToolCall(_Strict):
+    """One tool call the model makes: ``input`` strings may hold templates."""
+
+    name: str = Field(min_length=1)
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorSpec(_Strict):
+    """Fail the next ``times`` calls with ``type`` before the turn is served."""
+
+    type: ErrorType
+    times: int = Field(default=1, ge=1)
+
+
+class ScriptUsage(_Strict):
+    """Usage reported for a turn instead of the estimate."""
+
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cache_creation_input_tokens: int = Field(default=0, ge=0)
+    cache_read_input_tokens: int = Field(default=0, ge=0)
+
+
+class ScriptTurn(_Strict):
+    """One model response: text and/or tool calls, with optional delay, usage, error, capture."""
+
+    text: str | None = None
+    tool_calls: list[ScriptToolCall] = Field(default_factory=list)
+    delay_ms: float = Field(default=0, ge=0)
+    usage: ScriptUsage | None = None
+    error: ErrorSpec | None = None
+    capture: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("capture")
+    @classmethod
+    def _regexes_compile(cls, value: dict[str, str]) -> dict[str, str]:
+        for pattern in value.values():
+            _check_regex(pattern)
+        return value
+
+
+class ScriptAgent(_Strict):
+    """Turns for the agents whose type equals ``agent_type`` and whose prompt ``match`` finds."""
+
+    agent_type: str | None = None
+    match: str | None = None
+    turns: list[ScriptTurn] = Field(default_factory=list)
+
+    @field_validator("match")
+    @classmethod
+    def _match_compiles(cls, value: str | None) -> str | None:
+        return None if value is None else _check_regex(value)
+
+
+class ScriptFile(_Strict):
+    """A whole script: where to record requests, and the agents' turns."""
+
+    record: str | None = None
+    agents: list[ScriptAgent] = Field(default_factory=list)
+
+
+def format_validation_error(source: str, error: ValidationError) -> str:
+    """One line naming ``source`` and the first bad field, in the script's own terms."""
+    problems = error.errors(include_url=False)
+    first = problems[0]
+    where = _format_loc(first["loc"])
+    text = f"{source}: {where}: {_describe(first)}" if where else f"{source}: {_describe(first)}"
+    if len(problems) > 1:
+        text += f" (and {len(problems) - 1} more problem(s))"
+    return text
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _describe(problem: Any) -> str:
+    kind = problem["type"]
+    if kind == "literal_error":
+        expected = re.findall(r"'([^']*)'", str(problem.get("ctx", {}).get("expected", "")))
+        return "must be one of " + "|".join(expected)
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    message = str(problem["msg"])
+    return message.removeprefix("Value error, ")
+
+
+def parse_script(data: Any, source: str) -> ScriptFile:
+    """Validate a loaded script; ``source`` names it in errors (a file name, or ``<dict>``)."""
+    if not isinstance(data, dict):
+        raise ScriptError(f"{source}: a script must be an object with 'agents', not {_kind(data)}")
+    try:
+        return ScriptFile.model_validate(data)
+    except ValidationError as exc:
+        raise ScriptError(format_validation_error(source, exc)) from None
+
+
+def parse_turn(data: Any, source: str) -> ScriptTurn:
+    """A turn given by a function: a ``ScriptTurn``, a dict in the file's shape, or a text."""
+    if isinstance(data, ScriptTurn):
+        return data
+    if isinstance(data, str):
+        return ScriptTurn(text=data)
+    if not isinstance(data, dict):
+        raise ScriptError(f"{source}: expected a ScriptTurn, dict or str, got {_kind(data)}")
+    try:
+        return ScriptTurn.model_validate(data)
+    except ValidationError as exc:
+        raise ScriptError(format_validation_error(source, exc)) from None
+
+
+def load_script_file(path: Path) -> ScriptFile:
+    """Read JSON (or YAML for ``.yaml``/``.yml``) and validate it; errors name the file."""
+    name = path.name
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScriptError(f"{path}: cannot read script: {exc.strerror or exc}") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            data = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ScriptError(f"{name}: invalid YAML: {exc}") from None
+    else:
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ScriptError(
+                f"{name}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            ) from None
+    return parse_script(data, name)
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__

@@ -1,0 +1,497 @@
+"""The scripted model: replays turns from a script, or asks a Python function for each turn.
+
+It is public API (``subagents.testing``) and the model behind our end-to-end tests and the
+benchmark, so two things matter here: the behaviour of SPEC §19, which tests rely on to the
+letter, and speed, because every benchmark model call goes through ``stream``.
+
+Binding. An agent (``request.metadata.agent_id``) binds at its first request to the first script
+entry whose ``agent_type`` equals the agent's type (absent = any) and whose ``match`` regex is
+*found* in the agent's prompt (absent = any). From then on a per-agent counter serves that entry's
+turns in order. No matching entry, or one request too many, is a ``ModelError("invalid_request")``
+naming the agent, its type and its prompt.
+
+Serving a turn. A turn is consumed when its request arrives, before its ``delay_ms``: a call
+cancelled during the delay (a stopped task) does not replay the turn when the agent resumes. A turn
+with ``error: {type, times}`` first fails that many calls, then serves its content. ``capture``
+regexes are searched in the last user message before the turn's templates are rendered, so the
+turn that captures can already use the value.
+
+Speed. Regexes and templates are compiled when the script loads; a turn without placeholders is
+served by building a few small dicts. Requests are turned into dicts (``.requests``, the
+``record`` file) only when recording is on. Usage estimates count the characters of each message
+once per agent, not once per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from subagents.messages import ContentBlock, Message, Usage
+from subagents.models.base import (
+    ErrorKind,
+    MessageDone,
+    ModelError,
+    ModelRequest,
+    RequestMetadata,
+    StreamEvent,
+)
+from subagents.models.script_schema import (
+    ErrorSpec,
+    ScriptAgent,
+    ScriptError,
+    ScriptFile,
+    ScriptTurn,
+    load_script_file,
+    parse_script,
+    parse_turn,
+)
+from subagents.models.script_templates import (
+    RenderContext,
+    Renderer,
+    Template,
+    compile_template,
+    compile_value,
+)
+
+__all__ = ["ScriptError", "ScriptTurn", "ScriptedModel", "TurnFunction", "TurnResult"]
+
+TurnResult: TypeAlias = ScriptTurn | dict[str, Any] | str
+TurnFunction: TypeAlias = Callable[[ModelRequest], TurnResult | Awaitable[TurnResult]]
+
+_ERROR_KINDS: dict[str, tuple[ErrorKind, int | None]] = {
+    "overloaded": ("overloaded", 529),
+    "rate_limit": ("rate_limit", 429),
+    "api_error": ("api_error", 500),
+    "fallback": ("fallback", None),
+}
+_PROMPT_SHOWN = 200
+
+
+# --- compiled script -------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True, slots=True)
+class _Call:
+    name: str
+    input: dict[str, Any]
+    render: Renderer | None
+    chars: int
+
+
+@dataclass(kw_only=True, slots=True)
+class _Turn:
+    text: str | Template | None
+    calls: tuple[_Call, ...]
+    delay_s: float
+    usage: dict[str, int] | None
+    error: ErrorSpec | None
+    captures: tuple[tuple[str, re.Pattern[str]], ...]
+    needs_context: bool
+
+
+@dataclass(kw_only=True, slots=True)
+class _Entry:
+    index: int
+    agent_type: str | None
+    match: re.Pattern[str] | None
+    turns: tuple[_Turn, ...]
+
+    def describe(self) -> str:
+        kind = self.agent_type or "any type"
+        return f"#{self.index} {kind}" + (f" /{self.match.pattern}/" if self.match else "")
+
+
+def _compile_turn(turn: ScriptTurn) -> _Turn:
+    text = None if turn.text is None else compile_template(turn.text)
+    calls = tuple(_compile_call(c.name, c.input) for c in turn.tool_calls)
+    return _Turn(
+        text=text,
+        calls=calls,
+        delay_s=turn.delay_ms / 1000,
+        usage=None if turn.usage is None else turn.usage.model_dump(),
+        error=turn.error,
+        captures=tuple((name, re.compile(p)) for name, p in turn.capture.items()),
+        needs_context=isinstance(text, Template) or any(c.render for c in calls),
+    )
+
+
+def _compile_call(name: str, tool_input: dict[str, Any]) -> _Call:
+    render = compile_value(tool_input)
+    return _Call(name=name, input=tool_input, render=render, chars=len(name) + _chars(tool_input))
+
+
+def _compile_entry(index: int, agent: ScriptAgent) -> _Entry:
+    return _Entry(
+        index=index,
+        agent_type=agent.agent_type,
+        match=None if agent.match is None else re.compile(agent.match),
+        turns=tuple(_compile_turn(t) for t in agent.turns),
+    )
+
+
+def _chars(value: Any) -> int:
+    """Characters of a JSON value, roughly as a tokenizer would see them (keys included)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(k) + _chars(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_chars(v) for v in value)
+    return len(str(value))
+
+
+def _message_chars(message: Message) -> int:
+    content = message["content"]
+    if isinstance(content, str):
+        return len(content)
+    total = 0
+    for block in content:
+        kind = block["type"]
+        if kind == "text":
+            total += len(block["text"])  # type: ignore[typeddict-item]
+        elif kind == "tool_result":
+            total += _chars(block["content"])  # type: ignore[typeddict-item]
+        elif kind == "tool_use":
+            total += len(block["name"]) + _chars(block["input"])  # type: ignore[typeddict-item]
+        elif kind == "thinking":
+            total += len(block["thinking"])  # type: ignore[typeddict-item]
+    return total
+
+
+# --- per-agent state -------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True, slots=True)
+class _AgentState:
+    """One agent's progress through its entry, its captures, and its usage-estimate counters."""
+
+    agent_id: str
+    agent_type: str
+    prompt: str
+    entry: _Entry | None
+    match_groups: tuple[str | None, ...] = ()
+    served: int = 0
+    failures: int = 0
+    pending: _Turn | None = None
+    captures: dict[str, str] = field(default_factory=dict)
+    counted_messages: int = 0
+    counted_chars: int = 0
+    last_counted: Message | None = None
+
+    def input_chars(self, request: ModelRequest) -> int:
+        """System + message characters, counting only messages not seen on earlier calls.
+
+        The count restarts when the history shrank or its last counted message was replaced
+        (compaction, a resumed agent reusing the id). Cache counters would be derived here too.
+        """
+        messages = request.messages
+        size = len(messages)
+        seen = self.counted_messages
+        if seen > size or (seen and messages[seen - 1] is not self.last_counted):
+            seen, self.counted_chars = 0, 0
+        for index in range(seen, size):
+            self.counted_chars += _message_chars(messages[index])
+        self.counted_messages = size
+        self.last_counted = messages[-1] if size else None
+        return len(request.system) + self.counted_chars
+
+    def describe(self) -> str:
+        prompt = self.prompt
+        if len(prompt) > _PROMPT_SHOWN:
+            prompt = prompt[:_PROMPT_SHOWN] + "..."
+        return f"agent {self.agent_id!r} (type {self.agent_type!r}, prompt {prompt!r})"
+
+
+def _injected_error(spec: ErrorSpec, state: _AgentState) -> ModelError:
+    kind, status = _ERROR_KINDS[spec.type]
+    message = (
+        f"scripted {spec.type} error {state.failures} of {spec.times} for agent {state.agent_id!r}"
+    )
+    return ModelError(kind, message, status=status)
+
+
+# --- the model -------------------------------------------------------------------------------
+
+
+class ScriptedModel:
+    """A ``Model`` that serves scripted turns (SPEC §19) or a function's answer per call.
+
+    Build one with ``from_file``, ``from_dict`` or ``from_function``. With recording on (a
+    ``record`` path, or ``keep_requests=True``), every request received is kept in
+    ``requests`` and/or appended to the record file as one JSON line, failed ones with ``error``.
+    """
+
+    def __init__(
+        self,
+        *,
+        entries: tuple[_Entry, ...] = (),
+        function: TurnFunction | None = None,
+        record: Path | None = None,
+        keep_requests: bool = True,
+        name: str = "scripted",
+    ) -> None:
+        self.name = name
+        self.provider = "scripted"
+        self.record_path = record
+        self.requests: list[dict[str, Any]] = []
+        self._entries = entries
+        self._function = function
+        self._keep = keep_requests
+        self._recording = keep_requests or record is not None
+        self._agents: dict[str, _AgentState] = {}
+
+    # construction
+
+    @classmethod
+    def from_file(
+        cls, path: str | Path, *, keep_requests: bool = True, name: str = "scripted"
+    ) -> ScriptedModel:
+        """Load a JSON script (YAML for .yaml/.yml); ``record`` is relative to its folder."""
+        path = Path(path)
+        script = load_script_file(path)
+        return cls._from_script(script, path.parent, keep_requests=keep_requests, name=name)
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        base_dir: str | Path | None = None,
+        keep_requests: bool = True,
+        name: str = "scripted",
+    ) -> ScriptedModel:
+        """A script given as a dict; ``record`` is relative to ``base_dir`` (default: cwd)."""
+        script = parse_script(dict(data) if isinstance(data, Mapping) else data, "<script>")
+        folder = Path(base_dir) if base_dir is not None else Path.cwd()
+        return cls._from_script(script, folder, keep_requests=keep_requests, name=name)
+
+    @classmethod
+    def from_function(
+        cls,
+        function: TurnFunction,
+        *,
+        record: str | Path | None = None,
+        keep_requests: bool = True,
+        name: str = "scripted",
+    ) -> ScriptedModel:
+        """Ask ``function(request)`` (sync or async) for each turn: a ScriptTurn, dict or text."""
+        path = None if record is None else Path(record)
+        return cls(function=function, record=path, keep_requests=keep_requests, name=name)
+
+    @classmethod
+    def _from_script(
+        cls, script: ScriptFile, folder: Path, *, keep_requests: bool, name: str
+    ) -> ScriptedModel:
+        entries = tuple(_compile_entry(i, agent) for i, agent in enumerate(script.agents))
+        record = None if script.record is None else folder / script.record
+        return cls(entries=entries, record=record, keep_requests=keep_requests, name=name)
+
+    # the Model protocol
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Serve one turn: the whole answer arrives as one ``MessageDone``."""
+        yield await self._respond(request)
+
+    async def _respond(self, request: ModelRequest) -> MessageDone:
+        try:
+            state = self._agents.get(request.metadata.agent_id) or self._bind(request.metadata)
+            turn = await self._next_turn(state, request)
+        except ModelError as error:
+            if self._recording:
+                self._record(request, error.kind)
+            raise
+        if self._recording:
+            self._record(request, None)
+        if turn.delay_s:
+            await asyncio.sleep(turn.delay_s)
+        return self._serve(state, turn, request)
+
+    # binding and turn selection
+
+    def _bind(self, meta: RequestMetadata) -> _AgentState:
+        for entry in self._entries:
+            if entry.agent_type is not None and entry.agent_type != meta.agent_type:
+                continue
+            groups: tuple[str | None, ...] = ()
+            if entry.match is not None:
+                found = entry.match.search(meta.prompt)
+                if found is None:
+                    continue
+                groups = (found.group(0), *found.groups())
+            return self._new_state(meta, entry, groups)
+        if self._function is not None:
+            return self._new_state(meta, None, ())
+        state = _AgentState(
+            agent_id=meta.agent_id, agent_type=meta.agent_type, prompt=meta.prompt, entry=None
+        )
+        listed = ", ".join(e.describe() for e in self._entries) or "none"
+        raise ModelError(
+            "invalid_request",
+            f"scripted model: no script entry matches {state.describe()}; entries: {listed}",
+        )
+
+    def _new_state(
+        self, meta: RequestMetadata, entry: _Entry | None, groups: tuple[str | None, ...]
+    ) -> _AgentState:
+        state = _AgentState(
+            agent_id=meta.agent_id,
+            agent_type=meta.agent_type,
+            prompt=meta.prompt,
+            entry=entry,
+            match_groups=groups,
+        )
+        self._agents[meta.agent_id] = state
+        return state
+
+    async def _next_turn(self, state: _AgentState, request: ModelRequest) -> _Turn:
+        entry = state.entry
+        if entry is None:
+            turn = state.pending or await self._ask_function(request)
+        elif state.served < len(entry.turns):
+            turn = entry.turns[state.served]
+        else:
+            raise ModelError(
+                "invalid_request",
+                f"scripted model: {state.describe()} made request {state.served + 1} but its "
+                f"script entry {entry.describe()} has only {len(entry.turns)} turn(s)",
+            )
+        error = turn.error
+        if error is not None and state.failures < error.times:
+            state.failures += 1
+            state.pending = turn
+            raise _injected_error(error, state)
+        state.served += 1
+        state.failures = 0
+        state.pending = None
+        return turn
+
+    async def _ask_function(self, request: ModelRequest) -> _Turn:
+        assert self._function is not None
+        result = self._function(request)
+        if inspect.isawaitable(result):
+            result = await result
+        return _compile_turn(parse_turn(result, "scripted function result"))
+
+    # building the answer
+
+    def _serve(self, state: _AgentState, turn: _Turn, request: ModelRequest) -> MessageDone:
+        ctx: RenderContext | None = None
+        if turn.captures or turn.needs_context:
+            ctx = RenderContext(
+                agent_id=state.agent_id,
+                prompt=state.prompt,
+                messages=request.messages,
+                match_groups=state.match_groups,
+                captures=state.captures,
+            )
+            if turn.captures:
+                _capture(turn, ctx, state.captures)
+        content: list[ContentBlock] = []
+        chars = 0
+        text = turn.text
+        if text is not None:
+            if isinstance(text, Template):
+                assert ctx is not None
+                text = text.render(ctx)
+            content.append({"type": "text", "text": text})
+            chars += len(text)
+        chars += self._add_tool_uses(content, turn, state, ctx)
+        if not content:
+            content.append({"type": "text", "text": ""})
+        usage = self._usage(turn, state, request, chars)
+        return MessageDone(
+            message={"role": "assistant", "content": content},
+            usage=usage,
+            stop_reason="tool_use" if turn.calls else "end_turn",
+            model=self.name,
+        )
+
+    @staticmethod
+    def _add_tool_uses(
+        content: list[ContentBlock], turn: _Turn, state: _AgentState, ctx: RenderContext | None
+    ) -> int:
+        chars = 0
+        prefix = f"toolu_{state.agent_id}_{state.served - 1}_"
+        for index, call in enumerate(turn.calls):
+            if call.render is None:
+                tool_input = dict(call.input)
+                chars += call.chars
+            else:
+                assert ctx is not None
+                tool_input = call.render(ctx)
+                chars += len(call.name) + _chars(tool_input)
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": f"{prefix}{index}",
+                    "name": call.name,
+                    "input": tool_input,
+                }
+            )
+        return chars
+
+    @staticmethod
+    def _usage(turn: _Turn, state: _AgentState, request: ModelRequest, chars: int) -> Usage:
+        if turn.usage is not None:
+            return Usage(**turn.usage)
+        input_chars = state.input_chars(request)
+        return Usage(input_tokens=max(1, input_chars // 4), output_tokens=max(1, chars // 4))
+
+    # recording
+
+    def _record(self, request: ModelRequest, error: str | None) -> None:
+        meta = request.metadata
+        entry: dict[str, Any] = {
+            "agent_id": meta.agent_id,
+            "agent_type": meta.agent_type,
+            "prompt": meta.prompt,
+            "model": request.model,
+            "system": request.system,
+            "tools": [tool.to_dict() for tool in request.tools],
+            "messages": request.messages,
+            "thinking": request.thinking,
+        }
+        if error is not None:
+            entry["error"] = error
+        if self.record_path is not None:
+            self._append_line(json.dumps(entry, ensure_ascii=False, default=str))
+        if self._keep:
+            # The history is live and keeps growing: keep the list as it was at this call.
+            entry["messages"] = list(request.messages)
+            self.requests.append(entry)
+
+    def _append_line(self, line: str) -> None:
+        """One line per request, flushed (closed) at once so a crash loses nothing."""
+        path = self.record_path
+        assert path is not None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as file:
+            file.write(line + "\n")
+
+    # checks for tests
+
+    def assert_complete(self) -> None:
+        """Raise ``AssertionError`` if a bound agent still has turns it never asked for."""
+        unserved = [
+            f"{state.describe()} was served {state.served} of {len(state.entry.turns)} turn(s)"
+            for state in self._agents.values()
+            if state.entry is not None and state.served < len(state.entry.turns)
+        ]
+        if unserved:
+            raise AssertionError("scripted model: unserved turns: " + "; ".join(unserved))
+
+
+def _capture(turn: _Turn, ctx: RenderContext, captures: dict[str, str]) -> None:
+    """Keep the first group (or whole match) of each capture regex found in the last user text."""
+    text = ctx.last_user
+    for name, pattern in turn.captures:
+        found = pattern.search(text)
+        if found is not None:
+            captures[name] = (found.group(1) if pattern.groups else found.group(0)) or ""
