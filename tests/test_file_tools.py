@@ -193,6 +193,11 @@ async def test_read_refuses_binary_directory_and_missing(repo: Path, ctx: ToolCo
     assert missing == f"File does not exist: {(repo / 'nope.txt').resolve()}"
 
 
+async def test_read_refuses_a_fifo_instead_of_blocking(repo: Path, ctx: ToolContext) -> None:
+    os.mkfifo(repo / "pipe")
+    assert "not a regular file" in await fails(ReadTool(), ctx, file_path="pipe")
+
+
 async def test_read_empty_file_is_a_notice(repo: Path, ctx: ToolContext) -> None:
     (repo / "empty.txt").write_text("")
     out = await run(ReadTool(), ctx, file_path="empty.txt")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat as stat_module
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -115,6 +116,11 @@ def _check_readable(path: Path, offset: int | None, limit: int | None) -> os.sta
     if path.is_dir():
         raise ToolError(
             f"{path} is a directory, not a file. Use Glob or Bash `ls` to list its contents."
+        )
+    if not stat_module.S_ISREG(stat.st_mode):
+        # A FIFO or device would block the read (or never end); only regular files are read.
+        raise ToolError(
+            f"{path} is not a regular file (a pipe, socket or device); Read cannot show it."
         )
     if stat.st_size > MAX_FILE_BYTES and offset is None and limit is None:
         raise ToolError(
