@@ -1,0 +1,225 @@
+"""Where agent definitions come from, which one wins, and which tools a child gets (SPEC §2).
+
+Layers, later overriding earlier by name (compared case- and separator-insensitively):
+
+1. built-ins (``general-purpose``, ``Explore``, ``Plan``, ``verification``);
+2. user: ``~/.claude/agents``, then ``$SUBAGENTS_HOME/agents`` (default ``~/.subagents``);
+3. project, only when the workspace is trusted: ``.claude/agents``, then ``.subagents/agents``
+   of the nearest folder from ``cwd`` up to the git root that has one of them;
+4. ``--agents JSON`` from the command line.
+
+``verification`` is reserved: no layer may replace the built-in checker, because the runtime
+trusts its verdict. Any other built-in may be overridden. A broken file costs only itself: it
+becomes one ``DefinitionError`` and every other file still loads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from subagents.agents.builtin import BUILTIN_AGENTS, Verdict, parse_verdict
+from subagents.agents.schema import (
+    CLI_FILE,
+    AgentDefinition,
+    DefinitionError,
+    DefinitionSource,
+    normalize_agent_type,
+    parse_cli_agents,
+    read_agent_file,
+)
+
+__all__ = [
+    "ALWAYS_BLOCKED_FOR_CHILDREN",
+    "AgentDefinition",
+    "DefinitionError",
+    "DefinitionSet",
+    "Verdict",
+    "load_definitions",
+    "load_folder",
+    "normalize_agent_type",
+    "parse_verdict",
+    "resolve_tool_names",
+    "tool_base_name",
+]
+
+ALWAYS_BLOCKED_FOR_CHILDREN = frozenset({"TeamCreate", "EnterWorktree", "ExitWorktree"})
+"""Tools no child gets: worktrees are made by the host, and teams do not nest."""
+
+AGENT_TOOL_NAMES = frozenset({"Agent", "Task"})
+"""The Agent tool and its alias; a child gets it only when its definition lists it."""
+
+
+@dataclass(kw_only=True)
+class DefinitionSet:
+    """Every definition that loaded (by name), plus what went wrong along the way."""
+
+    definitions: dict[str, AgentDefinition] = field(default_factory=dict)
+    errors: list[DefinitionError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def find(self, agent_type: str) -> AgentDefinition | None:
+        """The definition for ``agent_type``: exact name first, then ignoring case/separators."""
+        exact = self.definitions.get(agent_type)
+        if exact is not None:
+            return exact
+        key = normalize_agent_type(agent_type)
+        for definition in self.definitions.values():
+            if normalize_agent_type(definition.name) == key:
+                return definition
+        return None
+
+    def names(self) -> list[str]:
+        """Agent types in load order (built-ins first)."""
+        return list(self.definitions)
+
+    def cli_errors(self) -> list[DefinitionError]:
+        """Errors in ``--agents``: the caller must refuse to start when there are any."""
+        return [error for error in self.errors if error.file == CLI_FILE]
+
+    def add(self, definition: AgentDefinition) -> None:
+        """Add ``definition``, replacing any earlier one with the same (normalized) name."""
+        key = normalize_agent_type(definition.name)
+        for name in [n for n in self.definitions if normalize_agent_type(n) == key]:
+            del self.definitions[name]
+        self.definitions[definition.name] = definition
+
+    def merge(self, other: DefinitionSet) -> None:
+        """Layer ``other`` on top of this set."""
+        for definition in other.definitions.values():
+            self.add(definition)
+        self.errors.extend(other.errors)
+        self.warnings.extend(other.warnings)
+
+
+def load_definitions(
+    *,
+    cwd: Path,
+    home: Path | None = None,
+    subagents_home: Path | None = None,
+    trusted: bool = True,
+    cli_agents: str | None = None,
+) -> DefinitionSet:
+    """Every definition visible from ``cwd``, layered by precedence (see the module docstring)."""
+    home = home if home is not None else Path.home()
+    if subagents_home is None:
+        env_home = os.environ.get("SUBAGENTS_HOME")
+        subagents_home = Path(env_home) if env_home else home / ".subagents"
+    result = DefinitionSet()
+    for builtin in BUILTIN_AGENTS:
+        result.add(builtin)
+    result.merge(load_folder(home / ".claude" / "agents", source="user"))
+    result.merge(load_folder(subagents_home / "agents", source="user"))
+    if trusted:
+        project = find_project_root(cwd)
+        if project is not None and not _same_path(project, home):
+            result.merge(load_folder(project / ".claude" / "agents", source="project"))
+            result.merge(load_folder(project / ".subagents" / "agents", source="project"))
+    if cli_agents is not None:
+        definitions, errors = parse_cli_agents(cli_agents)
+        for definition in definitions:
+            result.add(definition)
+        result.errors.extend(errors)
+    return result
+
+
+def load_folder(folder: Path, *, source: DefinitionSource) -> DefinitionSet:
+    """Every ``*.md`` below ``folder`` (sorted); a missing folder is simply empty."""
+    result = DefinitionSet()
+    if not folder.is_dir():
+        return result
+    root = folder.resolve()
+    origin: dict[str, str] = {}
+    for path in sorted(folder.rglob("*.md")):
+        if not _inside(path, root):
+            result.warnings.append(f"{path}: skipped: a symlink that leads outside {folder}")
+            continue
+        if not path.is_file():
+            continue
+        parsed = read_agent_file(path, source=source)
+        result.warnings.extend(parsed.warnings)
+        if parsed.error is not None:
+            result.errors.append(parsed.error)
+        if parsed.definition is None:
+            continue
+        key = normalize_agent_type(parsed.definition.name)
+        if key in origin:
+            result.warnings.append(
+                f"{path}: name: '{parsed.definition.name}' is also defined in {origin[key]}; "
+                "this file wins"
+            )
+        origin[key] = str(path)
+        result.add(parsed.definition)
+    return result
+
+
+def find_project_root(cwd: Path) -> Path | None:
+    """The nearest folder from ``cwd`` up to its git root holding project agent folders."""
+    start = cwd.resolve()
+    candidates = [start]
+    git_root = next((p for p in (start, *start.parents) if (p / ".git").exists()), None)
+    if git_root is not None:
+        candidates = [start, *start.parents[: len(start.parents) - len(git_root.parents)]]
+    for candidate in candidates:
+        if (candidate / ".claude" / "agents").is_dir() or (
+            candidate / ".subagents" / "agents"
+        ).is_dir():
+            return candidate
+    return None
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        resolved = path.resolve()
+    except OSError:
+        return False
+    return resolved == root or resolved.is_relative_to(root)
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def tool_base_name(entry: str) -> str:
+    """The tool an entry names: ``Bash(git status:*)`` counts for ``Bash``."""
+    return entry.split("(", 1)[0].strip()
+
+
+def _with_aliases(names: set[str]) -> set[str]:
+    return names | AGENT_TOOL_NAMES if names & AGENT_TOOL_NAMES else names
+
+
+def _matches(tool: str, names: set[str]) -> bool:
+    # A bare MCP server entry (``mcp__github``) stands for every tool of that server.
+    return tool in names or any(
+        tool.startswith(f"{name}__") for name in names if name.startswith("mcp__")
+    )
+
+
+def resolve_tool_names(definition: AgentDefinition, available: Sequence[str]) -> list[str]:
+    """The tools a child of this type gets, in ``available`` order.
+
+    Listed tools (or all, when the definition inherits) that are available, minus
+    ``disallowed_tools`` (which always win), minus what children never get, minus the Agent
+    tool unless the definition asks for it by name (nesting is opt-in).
+    """
+    listed = None
+    if definition.tools is not None:
+        listed = _with_aliases({tool_base_name(entry) for entry in definition.tools})
+    denied = _with_aliases({tool_base_name(entry) for entry in definition.disallowed_tools})
+    wants_agent = listed is not None and bool(listed & AGENT_TOOL_NAMES)
+    chosen = []
+    for tool in available:
+        if listed is not None and not _matches(tool, listed):
+            continue
+        if _matches(tool, denied) or tool in ALWAYS_BLOCKED_FOR_CHILDREN:
+            continue
+        if tool in AGENT_TOOL_NAMES and not wants_agent:
+            continue
+        chosen.append(tool)
+    return chosen
