@@ -72,8 +72,11 @@ class ScriptTurn(_Strict):
     @field_validator("capture")
     @classmethod
     def _regexes_compile(cls, value: dict[str, str]) -> dict[str, str]:
-        for pattern in value.values():
-            _check_regex(pattern)
+        for name, pattern in value.items():
+            try:
+                _check_regex(pattern)
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
         return value
 
 
@@ -127,8 +130,10 @@ def _describe(problem: Any) -> str:
         return "unknown field"
     if kind == "missing":
         return "required field is missing"
-    message = str(problem["msg"])
-    return message.removeprefix("Value error, ")
+    message = str(problem["msg"]).removeprefix("Value error, ")
+    if message.startswith("Input should be "):
+        message = "must be " + message.removeprefix("Input should be ")
+    return message
 
 
 def parse_script(data: Any, source: str) -> ScriptFile:
