@@ -1,0 +1,306 @@
+"""The Bash tool: run one shell command in the agent's directory, bounded in time and output.
+
+Process lifetime is the point of this module. The shell runs in a new session, so it and
+everything it starts (``sleep 1000 &`` included) form one process group whose id is the shell's
+PID. The group is tracked in ``ctx.processes`` from spawn until the shell is reaped, and is killed
+as a whole in every way the call can end:
+
+* normal exit: members the shell left behind are killed, since once the group is discarded from
+  the tracker nothing would ever stop them (background shells are a separate tool path);
+* timeout: SIGTERM to the group, up to 2 s of grace, then SIGKILL;
+* cancellation (the agent was aborted): SIGKILL at once, reap, then re-raise.
+
+Output is read from a pipe of our own rather than an asyncio subprocess pipe: asyncio's
+``Process.wait()`` also waits for its pipes to close, which a grandchild holding stdout would
+delay forever. Only what will be shown is kept (a head and a tail), so a command printing
+gigabytes costs no memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from subagents.processes import kill_group
+from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.bash_parse import is_read_only_command
+
+__all__ = ["DEFAULT_TIMEOUT_MS", "MAX_OUTPUT_CHARS", "MAX_TIMEOUT_MS", "BashInput", "BashTool"]
+
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_TIMEOUT_MS = 600_000
+MAX_OUTPUT_CHARS = 30_000
+_TAIL_CHARS = 10_000
+_OMITTED_MARKER = "\n\n[... {omitted} characters of output omitted ...]\n\n"
+_TERM_GRACE_S = 2.0
+_LEFTOVER_GRACE_S = 0.1
+_DRAIN_LIMIT_S = 2.0
+_PROGRESS_INTERVAL_S = 1.0
+_READ_CHUNK = 64 * 1024
+
+ProgressFn = Callable[[dict[str, Any]], None]
+
+
+class BashInput(ToolInput):
+    """Arguments of one Bash call (Claude Code's field names)."""
+
+    command: str = Field(description="The bash command to run.")
+    timeout: int | None = Field(
+        default=None,
+        gt=0,
+        description=f"Timeout in ms (default {DEFAULT_TIMEOUT_MS}, max {MAX_TIMEOUT_MS}).",
+    )
+    description: str | None = Field(
+        default=None, description="What the command does, in 5-10 words."
+    )
+    run_in_background: bool | None = Field(
+        default=None,
+        description="Run the command in the background and return at once; read its output later.",
+    )
+
+    @field_validator("timeout")
+    @classmethod
+    def _clamp_timeout(cls, value: int | None) -> int | None:
+        """A timeout past the maximum is clamped rather than refused: the intent is clear."""
+        return None if value is None else min(value, MAX_TIMEOUT_MS)
+
+
+class BashTool(Tool[BashInput]):
+    """Runs ``/bin/bash -c COMMAND`` in ``ctx.cwd`` with ``ctx.env`` overlaid on the environment."""
+
+    name = "Bash"
+    description = (
+        "Run a bash command in the working directory and return its combined stdout and stderr.\n"
+        f"- Times out after {DEFAULT_TIMEOUT_MS} ms unless `timeout` is given (max "
+        f"{MAX_TIMEOUT_MS} ms); the whole process tree is then killed.\n"
+        "- stdin is closed: use non-interactive flags (-y, --yes, --no-edit, CI=1).\n"
+        f"- Output past {MAX_OUTPUT_CHARS} characters is cut in the middle.\n"
+        "- A non-zero exit is reported as an error with its exit code.\n"
+        "- Prefer the Read, Grep and Glob tools to cat, grep and find for reading files."
+    )
+    input_model = BashInput
+
+    def is_read_only(self, args: BashInput) -> bool:
+        return is_read_only_command(args.command)
+
+    def is_concurrency_safe(self, args: BashInput) -> bool:
+        """Read-only commands may run side by side; anything else runs alone."""
+        return self.is_read_only(args)
+
+    async def call(self, args: BashInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        if args.run_in_background:
+            return await _start_in_background(args, ctx)
+        timeout_ms = args.timeout or DEFAULT_TIMEOUT_MS
+        run = await run_command(args.command, ctx, timeout_ms=timeout_ms, progress=info.progress)
+        return _to_output(args.command, run, timeout_ms)
+
+
+async def _start_in_background(args: BashInput, ctx: ToolContext) -> ToolOutput:
+    """The seam for background shells: a session service owns them, when there is one."""
+    start = getattr(ctx.services, "start_background_shell", None)
+    if start is None:
+        raise ToolError("Background shells are not available in this context")
+    result = await start(args.command, ctx, args.description)
+    if not isinstance(result, ToolOutput):
+        raise TypeError(f"start_background_shell returned {type(result).__name__}, not ToolOutput")
+    return result
+
+
+@dataclass(kw_only=True)
+class CommandOutput:
+    """Output kept as it streams: the first ``limit`` chars and always the last ``tail_chars``."""
+
+    limit: int = MAX_OUTPUT_CHARS
+    tail_chars: int = _TAIL_CHARS
+    total: int = 0
+    _head: str = ""
+    _tail: str = ""
+    _decoder: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
+    )
+
+    def feed(self, data: bytes, *, final: bool = False) -> None:
+        text = self._decoder.decode(data, final)
+        if not text:
+            return
+        self.total += len(text)
+        room = self.limit - len(self._head)
+        if room > 0:
+            self._head += text[:room]
+        self._tail = (self._tail + text)[-self.tail_chars :]
+
+    def text(self) -> str:
+        """Everything when it fits; else the head, a marker with the count omitted, the tail."""
+        if self.total <= self.limit:
+            return self._head
+        keep = self.limit - self.tail_chars
+        omitted = self.total - keep - self.tail_chars
+        return self._head[:keep] + _OMITTED_MARKER.format(omitted=omitted) + self._tail
+
+    def last_lines(self, count: int = 5) -> list[str]:
+        return self._tail.splitlines()[-count:]
+
+
+@dataclass(kw_only=True)
+class CommandRun:
+    """How a command ended: its output, its exit code (128+N for signal N), whether it timed out."""
+
+    output: CommandOutput
+    exit_code: int
+    timed_out: bool
+
+
+async def run_command(
+    command: str, ctx: ToolContext, *, timeout_ms: int, progress: ProgressFn | None = None
+) -> CommandRun:
+    """Run ``command`` to its end (or its timeout); its process group never outlives the call."""
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = await _spawn(command, ctx, write_fd)
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)  # the shell holds its own copy; ours would keep the pipe open forever
+    pgid = proc.pid  # start_new_session: the shell leads a new group with its own PID
+    ctx.processes.add(pgid)
+    output = CommandOutput()
+    transport: asyncio.BaseTransport | None = None
+    pump: asyncio.Task[None] | None = None
+    try:
+        reader, transport = await _open_reader(read_fd)
+        pump = asyncio.create_task(
+            _pump(reader, output, command, progress), name=f"bash-output-{pgid}"
+        )
+        timed_out = await _supervise(proc, pgid, pump, timeout_ms / 1000)
+    except BaseException:
+        kill_group(pgid, signal.SIGKILL)
+        await _reap_quietly(proc)
+        raise
+    finally:
+        if pump is not None:
+            pump.cancel()
+        if transport is not None:
+            transport.close()
+        if proc.returncode is not None:
+            ctx.processes.discard(pgid)
+    return CommandRun(output=output, exit_code=_exit_code(proc.returncode), timed_out=timed_out)
+
+
+async def _open_reader(read_fd: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
+    """An asyncio stream over our end of the output pipe; the fd is closed if this fails."""
+    pipe = os.fdopen(read_fd, "rb", 0)
+    reader = asyncio.StreamReader()
+    try:
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+    except BaseException:
+        pipe.close()
+        raise
+    return reader, transport
+
+
+async def _spawn(command: str, ctx: ToolContext, out_fd: int) -> asyncio.subprocess.Process:
+    try:
+        return await asyncio.create_subprocess_exec(
+            "/bin/bash",
+            "-c",
+            command,
+            cwd=ctx.cwd,
+            env={**os.environ, **ctx.env},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out_fd,
+            stderr=out_fd,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolError(f"Cannot start /bin/bash in working directory {ctx.cwd}: {exc}") from exc
+
+
+async def _supervise(
+    proc: asyncio.subprocess.Process, pgid: int, pump: asyncio.Task[None], limit_s: float
+) -> bool:
+    """Wait for the shell within the limit, then clear the group; True when it timed out."""
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), limit_s)
+    except TimeoutError:
+        timed_out = True
+        await _terminate(proc, pgid)
+    # Let late writers flush, then stop whatever the shell left running (`cmd &`).
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(pump), _LEFTOVER_GRACE_S)
+    kill_group(pgid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        # A process that escaped the group (setsid) may hold the pipe; stop reading then.
+        await asyncio.wait_for(pump, _DRAIN_LIMIT_S)
+    return timed_out
+
+
+async def _terminate(proc: asyncio.subprocess.Process, pgid: int) -> None:
+    """SIGTERM the group so programs can clean up; SIGKILL it if the shell outlasts the grace."""
+    kill_group(pgid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), _TERM_GRACE_S)
+    except TimeoutError:
+        kill_group(pgid, signal.SIGKILL)
+        await proc.wait()
+
+
+async def _reap_quietly(proc: asyncio.subprocess.Process) -> None:
+    """Reap a killed shell while unwinding a cancellation; bounded, and immune to a second one."""
+    with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+        await asyncio.wait_for(asyncio.shield(proc.wait()), _DRAIN_LIMIT_S)
+
+
+async def _pump(
+    reader: asyncio.StreamReader, output: CommandOutput, command: str, progress: ProgressFn | None
+) -> None:
+    """Copy the pipe into ``output``; report the last lines at most once a second."""
+    started = last_report = time.monotonic()
+    while chunk := await reader.read(_READ_CHUNK):
+        output.feed(chunk)
+        now = time.monotonic()
+        if progress is not None and now - last_report >= _PROGRESS_INTERVAL_S:
+            last_report = now
+            progress(
+                {
+                    "type": "bash_progress",
+                    "command": command,
+                    "elapsed_ms": int((now - started) * 1000),
+                    "output_chars": output.total,
+                    "last_lines": output.last_lines(),
+                }
+            )
+    output.feed(b"", final=True)
+
+
+def _exit_code(returncode: int | None) -> int:
+    """The shell's convention: a death by signal N reads as 128+N."""
+    if returncode is None:
+        return -1
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _to_output(command: str, run: CommandRun, timeout_ms: int) -> ToolOutput:
+    text = run.output.text().rstrip("\n")
+    parts = [text] if text else []
+    if run.timed_out:
+        parts.append(f"Command timed out after {timeout_ms} ms")
+    elif run.exit_code != 0:
+        parts.append(f"Exit code {run.exit_code}")
+    return ToolOutput(
+        content="\n".join(parts) or "(no output)",
+        is_error=run.timed_out or run.exit_code != 0,
+        metadata={"exit_code": run.exit_code, "command": command, "timed_out": run.timed_out},
+    )
