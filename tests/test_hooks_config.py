@@ -1,0 +1,169 @@
+"""Hook settings parsing and matcher rules (SPEC §12)."""
+
+from __future__ import annotations
+
+import pytest
+
+from subagents.hooks import (
+    DEFAULT_TIMEOUT_S,
+    HookConfigError,
+    compile_matcher,
+    parse_hooks,
+)
+
+SRC = "/repo/.claude/settings.json"
+
+
+def cmd(command: str, **extra: object) -> dict[str, object]:
+    return {"type": "command", "command": command, **extra}
+
+
+# -- matchers ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [None, "", "*", "  "])
+def test_match_all_forms(text: str | None) -> None:
+    matcher = compile_matcher(text)
+    assert matcher.matches("Bash")
+    assert matcher.matches("mcp__server__tool")
+
+
+def test_exact_list_splits_on_pipe_and_comma_and_trims() -> None:
+    matcher = compile_matcher("Edit | Write, MultiEdit")
+    assert matcher.names == frozenset({"Edit", "Write", "MultiEdit"})
+    assert matcher.matches("Edit")
+    assert matcher.matches("Write")
+    assert matcher.matches("MultiEdit")
+    # Exact, not a substring test: NotebookEdit is not Edit.
+    assert not matcher.matches("NotebookEdit")
+    assert not matcher.matches("Edi")
+
+
+def test_single_name_is_exact() -> None:
+    matcher = compile_matcher("Bash")
+    assert matcher.matches("Bash")
+    assert not matcher.matches("BashOutput")
+
+
+def test_names_with_dash_and_underscore_are_an_exact_list() -> None:
+    matcher = compile_matcher("general-purpose|my_agent")
+    assert matcher.pattern is None
+    assert matcher.matches("general-purpose")
+    assert matcher.matches("my_agent")
+    assert not matcher.matches("general")
+
+
+def test_regex_is_searched_unanchored_like_claude_code() -> None:
+    matcher = compile_matcher("mcp__.*")
+    assert matcher.pattern is not None
+    assert matcher.matches("mcp__github__list")
+    assert not matcher.matches("Bash")
+    anchored = compile_matcher("^Notebook.*$")
+    assert anchored.matches("NotebookEdit")
+    assert not anchored.matches("MyNotebookEdit")
+    assert compile_matcher("Edit.*").matches("NotebookEdit")  # unanchored search
+
+
+def test_events_without_subject_ignore_matchers() -> None:
+    assert compile_matcher("Bash").matches(None)
+
+
+def test_invalid_regex_is_an_error_naming_it() -> None:
+    with pytest.raises(ValueError, match=r"invalid regular expression 'Bash\('"):
+        compile_matcher("Bash(")
+
+
+# -- parse_hooks -------------------------------------------------------------------------------
+
+
+def test_parse_valid_block_with_defaults() -> None:
+    config = parse_hooks(
+        {
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [cmd("a.sh", timeout=5), cmd("b.sh")]},
+            ],
+            "SessionEnd": [{"hooks": [cmd("end.sh")]}],
+        },
+        SRC,
+    )
+    assert config.warnings == ()
+    bash = config.commands_for("PreToolUse", "Bash")
+    assert [(c.command, c.timeout, c.source) for c in bash] == [
+        ("a.sh", 5.0, SRC),
+        ("b.sh", DEFAULT_TIMEOUT_S, SRC),
+    ]
+    assert config.commands_for("PreToolUse", "Read") == []
+    assert [c.command for c in config.commands_for("SessionEnd", None)] == ["end.sh"]
+
+
+def test_missing_command_names_file_and_path() -> None:
+    raw = {"PreToolUse": [{"matcher": "Bash", "hooks": [cmd("ok.sh"), {"type": "command"}]}]}
+    with pytest.raises(HookConfigError) as info:
+        parse_hooks(raw, SRC)
+    assert str(info.value) == f"{SRC}: hooks.PreToolUse[0].hooks[1].command: field required"
+
+
+def test_pydantic_errors_are_reported_with_the_json_path() -> None:
+    with pytest.raises(HookConfigError, match=rf"^{SRC}: hooks\.Stop\[1\]\.hooks: "):
+        parse_hooks({"Stop": [{"hooks": [cmd("a")]}, {"matcher": "x"}]}, SRC)
+    with pytest.raises(HookConfigError, match=r"hooks\.Stop: .*valid list"):
+        parse_hooks({"Stop": {"hooks": []}}, SRC)
+    with pytest.raises(HookConfigError, match=r"hooks\.Stop\[0\]\.hooks\[0\]\.timeout: "):
+        parse_hooks({"Stop": [{"hooks": [cmd("a", timeout=0)]}]}, SRC)
+    with pytest.raises(HookConfigError, match=r"hooks\.Stop\[0\]\.hooks\[0\]\.command: "):
+        parse_hooks({"Stop": [{"hooks": [{"type": "command", "command": 3}]}]}, SRC)
+
+
+def test_bad_regex_matcher_names_the_path() -> None:
+    with pytest.raises(HookConfigError) as info:
+        parse_hooks({"PostToolUse": [{"matcher": "Write(", "hooks": [cmd("x")]}]}, SRC)
+    message = str(info.value)
+    assert message.startswith(f"{SRC}: hooks.PostToolUse[0].matcher: invalid regular expression")
+    assert "'Write('" in message
+
+
+def test_unknown_hook_type_is_an_error_but_known_other_types_are_skipped() -> None:
+    with pytest.raises(HookConfigError, match=r"hooks\.Stop\[0\]\.hooks\[0\]\.type: .*'shell'"):
+        parse_hooks({"Stop": [{"hooks": [{"type": "shell", "command": "x"}]}]}, SRC)
+    config = parse_hooks({"Stop": [{"hooks": [{"type": "prompt", "prompt": "ok?"}, cmd("s")]}]}, SRC)
+    assert [c.command for c in config.commands_for("Stop", None)] == ["s"]
+    assert len(config.warnings) == 1
+    assert "hooks.Stop[0].hooks[0]" in config.warnings[0]
+    assert "'prompt'" in config.warnings[0]
+
+
+def test_unknown_event_is_a_warning_and_left_out() -> None:
+    config = parse_hooks(
+        {"UserPromptSubmit": [{"hooks": [cmd("u")]}], "Stop": [{"hooks": [cmd("s")]}]}, SRC
+    )
+    assert set(config.events) == {"Stop"}
+    assert config.warnings == (
+        f"{SRC}: hooks.UserPromptSubmit: unknown or unsupported hook event, ignored",
+    )
+
+
+def test_not_an_object_is_an_error() -> None:
+    with pytest.raises(HookConfigError, match=rf"^{SRC}: hooks: expected an object"):
+        parse_hooks(["Stop"], SRC)  # type: ignore[arg-type]
+    assert parse_hooks(None, SRC).events == {}
+
+
+def test_merged_keeps_every_source_in_order_and_dedupes_identical_commands() -> None:
+    user = parse_hooks({"Stop": [{"hooks": [cmd("same.sh"), cmd("user.sh")]}]}, "~/settings")
+    project = parse_hooks(
+        {"Stop": [{"hooks": [cmd("same.sh"), cmd("proj.sh")]}], "Bogus": []}, SRC
+    )
+    merged = user.merged(project)
+    commands = merged.commands_for("Stop", None)
+    assert [c.command for c in commands] == ["same.sh", "user.sh", "proj.sh"]
+    assert [c.source for c in commands] == ["~/settings", "~/settings", SRC]
+    assert len(merged.warnings) == 1
+
+
+def test_frontmatter_stop_becomes_subagent_stop() -> None:
+    config = parse_hooks(
+        {"Stop": [{"hooks": [cmd("fm-stop")]}], "SubagentStop": [{"hooks": [cmd("fm-sub")]}]},
+        "agent.md",
+    ).with_stop_as_subagent_stop()
+    assert "Stop" not in config.events
+    assert [c.command for c in config.commands_for("SubagentStop", "x")] == ["fm-sub", "fm-stop"]
