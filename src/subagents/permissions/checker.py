@@ -1,0 +1,174 @@
+"""``PermissionChecker``: the ``can_use_tool`` callable the loop consults before every call.
+
+It takes the pure verdict of ``decision.decide`` and resolves an ``ask``:
+
+- in ``dontAsk`` mode (or below a ``dontAsk`` ancestor) an ask is a deny;
+- a background agent's ask is routed to the same callback as the main session's and waits
+  for the answer when ``route_background_asks`` is on (as Claude Code does since 2.1.186);
+  otherwise it is denied at once, because nobody would see the prompt and the child would hang;
+- with no ``ask_callback`` (a headless run) an ask is a deny;
+- otherwise the callback decides, within ``ask_timeout`` seconds; no answer in time is a deny.
+
+Every deny and allow is counted per agent (``denials.DenialTracker``); once an agent's breaker
+trips, its calls are denied with a message telling it to stop, and the runtime can read
+``breaker_tripped(agent_id)`` to end it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import BaseModel
+
+from subagents.events import AgentRef
+from subagents.permissions.context import PermissionContext
+from subagents.permissions.decision import Decision, decide
+from subagents.permissions.denials import DenialLimits, DenialTracker
+from subagents.permissions.rules import PermissionRule
+from subagents.tools.base import PermissionResult, Tool, ToolContext
+
+DEFAULT_ASK_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PermissionRequest:
+    """What a permission prompt shows: the call, who makes it, and why it needs approval."""
+
+    tool_name: str
+    input: dict[str, Any]
+    agent: AgentRef
+    subject: str
+    """The call in words, e.g. "Bash with command `git push`"."""
+    reason: str
+    rule: PermissionRule | None = None
+    background: bool = False
+
+
+AskCallback = Callable[[PermissionRequest], Awaitable[bool]]
+
+
+def serialized(callback: AskCallback) -> AskCallback:
+    """Wrap ``callback`` so concurrent asks (several children at once) prompt one at a time."""
+    lock = asyncio.Lock()
+
+    async def ask(request: PermissionRequest) -> bool:
+        async with lock:
+            return await callback(request)
+
+    return ask
+
+
+@dataclass(kw_only=True)
+class PermissionChecker:
+    """One agent's permission gate; ``for_child`` makes a child's, sharing callback and counts."""
+
+    context: PermissionContext
+    ask_callback: AskCallback | None = None
+    ask_timeout: float = DEFAULT_ASK_TIMEOUT
+    background: bool = False
+    """Whether the agent runs in the background now; the runtime flips it when backgrounding."""
+    route_background_asks: bool = True
+    denial_limits: DenialLimits | None = field(default_factory=DenialLimits)
+    """None turns the breaker off (e.g. for an interactive main agent)."""
+    trackers: dict[str, DenialTracker] = field(default_factory=dict)
+
+    async def __call__(
+        self, tool: Tool[Any], args: BaseModel, ctx: ToolContext
+    ) -> PermissionResult:
+        tracker = self.tracker(ctx.agent.agent_id)
+        if tracker.breaker_tripped:
+            tracker.record_denial()
+            return PermissionResult(
+                behavior="deny",
+                message=f"Permission to use {tool.name} was denied. {tracker.stop_message()}",
+            )
+        decision = decide(self.context, tool, args, ctx)
+        if decision.behavior == "ask":
+            decision = await self._resolve_ask(decision, tool, args, ctx)
+        if decision.behavior == "allow":
+            tracker.record_allow()
+            return PermissionResult(behavior="allow")
+        message = decision.message
+        if tracker.record_denial():
+            message = f"{message}\n\n{tracker.stop_message()}"
+        return PermissionResult(behavior="deny", message=message)
+
+    def tracker(self, agent_id: str) -> DenialTracker:
+        """The denial counts of ``agent_id`` (created on first use)."""
+        tracker = self.trackers.get(agent_id)
+        if tracker is None:
+            tracker = DenialTracker(limits=self.denial_limits)
+            self.trackers[agent_id] = tracker
+        return tracker
+
+    def breaker_tripped(self, agent_id: str) -> bool:
+        tracker = self.trackers.get(agent_id)
+        return tracker is not None and tracker.breaker_tripped
+
+    def agent_type_denial(self, agent_type: str) -> str | None:
+        """Refusal text when a deny rule forbids spawning ``agent_type`` (see the context)."""
+        return self.context.agent_type_denial(agent_type)
+
+    def for_child(
+        self, context: PermissionContext, *, background: bool = False
+    ) -> PermissionChecker:
+        """A checker for a child: its own context, the same prompt channel and denial book."""
+        return replace(self, context=context, background=background)
+
+    async def _resolve_ask(
+        self, decision: Decision, tool: Tool[Any], args: BaseModel, ctx: ToolContext
+    ) -> Decision:
+        subject = decision.subject or tool.name
+        if self.context.denies_asks:
+            return _deny(
+                f"Permission to use {subject} was denied: permission mode 'dontAsk' denies "
+                "anything that is not allowed by a rule."
+            )
+        if self.background and not (self.route_background_asks and self.ask_callback):
+            return _deny(
+                f"Permission to use {tool.name} was denied: background agents cannot show "
+                "permission prompts (fail rather than hang)"
+            )
+        if self.ask_callback is None:
+            return _deny(
+                f"Permission to use {subject} was denied: it needs approval and this run has "
+                "no one to ask (headless). Add an allow rule to the settings or choose "
+                "another permission mode."
+            )
+        request = PermissionRequest(
+            tool_name=tool.name,
+            input=args.model_dump(mode="json", by_alias=True, exclude_none=True),
+            agent=ctx.agent,
+            subject=subject,
+            reason=decision.message,
+            rule=decision.rule,
+            background=self.background,
+        )
+        return await self._ask(request)
+
+    async def _ask(self, request: PermissionRequest) -> Decision:
+        assert self.ask_callback is not None
+        subject = request.subject
+        try:
+            async with asyncio.timeout(self.ask_timeout):
+                granted = await self.ask_callback(request)
+        except TimeoutError:
+            return _deny(
+                f"Permission to use {subject} was denied: no answer to the permission prompt "
+                f"within {self.ask_timeout:g} s."
+            )
+        except Exception as exc:  # a broken prompt must fail closed, not crash the agent
+            return _deny(
+                f"Permission to use {subject} was denied: the permission prompt failed "
+                f"({type(exc).__name__}: {exc})."
+            )
+        if granted:
+            return Decision(behavior="allow", subject=subject)
+        return _deny(f"Permission to use {subject} was denied by the user.")
+
+
+def _deny(message: str) -> Decision:
+    return Decision(behavior="deny", message=message)
