@@ -17,8 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from subagents.abort import AbortSignal
+from subagents.agents.agent_tool import AgentTool
+from subagents.agents.definitions import DefinitionSet, load_definitions
+from subagents.agents.project_context import load_project_context
 from subagents.agents.prompts import main_system_prompt
 from subagents.agents.runner import AgentJob, AgentRun, run_agent
+from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.config import RuntimeConfig
 from subagents.events import AgentRef, Event, EventSink, InitEvent, ResultEvent, discard
 from subagents.loop.inbox import Inbox
@@ -58,6 +62,12 @@ class SessionOptions:
     config: RuntimeConfig | None = None
     transcripts: bool = True
     retry: RetryPolicy | None = None
+    agents_json: str | None = None
+    """Extra definitions (the CLI's ``--agents``), strictly validated."""
+    definitions: DefinitionSet | None = None
+    """Use exactly these definitions instead of loading them from disk."""
+    trusted: bool = True
+    """Whether project-level definitions and settings are honoured (``-p`` trusts)."""
 
 
 @dataclass(kw_only=True)
@@ -97,21 +107,48 @@ class Session:
         self.model = _resolve(options.model)
         self.fallback = _resolve(options.fallback_model) if options.fallback_model else None
         self.abort = AbortSignal()
-        self.agents: list[AgentRun] = []
         self.emit: EventSink = discard
         self.inbox = Inbox()
+        self.runtime = AgentRuntime(
+            session_id=self.session_id,
+            cwd=self.cwd,
+            state=self.state,
+            config=self.config,
+            definitions=options.definitions or self._load_definitions(),
+            provider_model=self.model,
+            retry=options.retry or RetryPolicy.from_env(),
+            fallback=self.fallback,
+            transcripts=options.transcripts,
+        )
+
+    @property
+    def agents(self) -> list[AgentRun]:
+        """Every agent run of this session, the main agent first."""
+        return self.runtime.agents
+
+    def _load_definitions(self) -> DefinitionSet:
+        definitions = load_definitions(
+            cwd=self.cwd,
+            subagents_home=self.state.home,
+            trusted=self.options.trusted,
+            cli_agents=self.options.agents_json,
+        )
+        cli_errors = definitions.cli_errors()
+        if cli_errors:
+            raise ValueError("; ".join(str(e) for e in cli_errors))
+        return definitions
 
     # -- public -------------------------------------------------------------------------------
 
     async def run(self, prompt: str, on_event: EventSink | None = None) -> RunResult:
         """Run the main agent on ``prompt`` to its end; events go to ``on_event`` as they happen."""
-        self.emit = on_event or discard
+        self._set_sink(on_event or discard)
         return await self._run_main(prompt)
 
     async def stream(self, prompt: str) -> AsyncIterator[Event]:
         """The same run as an async iterator of events, ending with the ``result`` event."""
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        self.emit = queue.put_nowait
+        self._set_sink(queue.put_nowait)
         task = asyncio.create_task(self._run_main(prompt), name=f"session:{self.session_id}")
         task.add_done_callback(lambda _t: queue.put_nowait(None))
         try:
@@ -125,12 +162,17 @@ class Session:
 
     # -- internals ------------------------------------------------------------------------------
 
+    def _set_sink(self, sink: EventSink) -> None:
+        self.emit = sink
+        self.runtime.sink = sink
+
     def main_tools(self) -> list[Tool[Any]]:
         if self.options.tools is not None:
             return list(self.options.tools)
         from subagents.tools import core_tools
 
-        return core_tools()
+        agent = AgentTool(background_available=not self.config.background_disabled)
+        return [agent, *core_tools()]
 
     def _history(self, prompt: str) -> list[Message]:
         messages: list[Message] = []
@@ -147,7 +189,8 @@ class Session:
         names = [t.name for t in tools]
         ref = AgentRef(agent_id=self.session_id, agent_type="main")
         run = AgentRun(ref=ref, prompt=prompt, model=self.model.name)
-        self.agents.append(run)
+        self.runtime.register(run)
+        self.runtime.project_context = await load_project_context(self.cwd)
         self.emit(
             InitEvent(
                 session_id=self.session_id,
@@ -158,16 +201,37 @@ class Session:
             )
         )
         roots = (self.cwd, *(canonical_project(d) for d in self.options.additional_dirs))
+        system = main_system_prompt(self.cwd, names, self.options.system_prompt)
+        context = self.runtime.context_block(read_only=False)
+        if context:
+            system = f"{system}\n\n{context}"
+        messages = self._history(prompt)
+        frame = AgentFrame(
+            run=run,
+            depth=0,
+            model=self.model,
+            system=system,
+            tools=tools,
+            tool_schemas=[tool.schema() for tool in tools],
+            messages=messages,
+        )
         ctx = ToolContext(
-            cwd=self.cwd, roots=roots, abort=self.abort, agent=ref, emit=self.emit, services=self
+            cwd=self.cwd,
+            roots=roots,
+            abort=self.abort,
+            agent=ref,
+            emit=self.emit,
+            services=self.runtime,
+            owner=frame,
         )
         job = AgentJob(
             run=run,
             caller=self._caller(),
-            system=main_system_prompt(self.cwd, names, self.options.system_prompt),
+            system=system,
             tools=tools,
             ctx=ctx,
-            messages=self._history(prompt),
+            messages=messages,
+            tool_schemas=frame.tool_schemas,
             budget=Budget(
                 max_turns=self.options.max_turns,
                 max_tokens=self.options.max_tokens,
@@ -183,8 +247,7 @@ class Session:
         return result
 
     def _caller(self) -> ModelCaller:
-        policy = self.options.retry or RetryPolicy.from_env()
-        return ModelCaller(model=self.model, policy=policy, fallback=self.fallback)
+        return self.runtime.caller(self.model)
 
     def _transcript_path(self) -> Path | None:
         if not self.options.transcripts:

@@ -64,6 +64,7 @@ def _session_from_args(args: argparse.Namespace) -> Session:
         max_turns=args.max_turns,
         resume=resume,
         fallback_model=args.fallback_model,
+        agents_json=args.agents,
     )
     return Session(options)
 

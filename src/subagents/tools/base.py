@@ -92,6 +92,8 @@ class ToolContext:
     env: dict[str, str] = field(default_factory=dict)
     services: Any = None
     """Session-level services (task registry, agent runtime); typed by the layers that use them."""
+    owner: Any = None
+    """The running agent's frame (depth, model, request bytes); typed by ``subagents.agents``."""
 
 
 class Tool(ABC, Generic[InputT]):

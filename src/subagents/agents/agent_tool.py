@@ -1,0 +1,265 @@
+"""The Agent tool (alias ``Task``): the model's way to delegate to a child agent.
+
+The tool itself is read-only and concurrency-safe — a child's own tools carry the real permissions
+— so one model response can launch many children at once. ``call`` validates the input against the
+rules of SPEC §3, resolves the definition, applies the limits (depth, concurrent children) and
+routes to a path: sync (here), background, fork or resume (their own modules, as they land).
+
+The sync path runs the child in a task of its own, linked to the parent's abort signal, reports
+progress while it runs longer than ``progress_after_ms``, and returns the ``completed`` result:
+the child's final text plus its stats. Whatever happens, the child's run record ends terminal and
+every process it started is dead before the call returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from pydantic import Field
+
+from subagents.agents.child import ChildRequest, prepare_child
+from subagents.agents.runner import AgentJob, AgentRun, run_agent
+from subagents.agents.runtime import AgentFrame, AgentRuntime
+from subagents.agents.schema import AgentDefinition
+from subagents.events import ProgressEvent
+from subagents.models.base import ToolSchema
+from subagents.tools.base import (
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolInput,
+    ToolOutput,
+    input_json_schema,
+)
+
+PermissionModeName = Literal["acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"]
+
+DESCRIPTION = """\
+Launch a sub-agent to handle a task in its own context window. It works autonomously with its \
+own tools and returns only its final report, which is not shown to the user.
+
+- Pick `subagent_type` from the available agent types (listed below). Read-only types (Explore, \
+Plan) cannot edit files.
+- Launch several agents in ONE message to run them in parallel.
+- The agent does not see this conversation: give it a complete, self-contained task and say \
+exactly what it should report back.
+- `description` is a 3-5 word summary of the task."""
+
+
+class AgentInput(ToolInput):
+    description: str = Field(min_length=1, description="A short (3-5 word) description of the task")
+    prompt: str = Field(min_length=1, description="The task for the agent to perform")
+    subagent_type: str | None = Field(
+        default=None, description="The type of agent to use (omit to fork yourself)"
+    )
+    model: Literal["sonnet", "opus", "haiku"] | None = Field(
+        default=None, description="Model override for this agent"
+    )
+    run_in_background: bool | None = Field(
+        default=None, description="Run in the background; you are notified when it completes"
+    )
+    name: str | None = Field(default=None, description="A name to address the agent by")
+    team_name: str | None = Field(default=None, description="Team to spawn the agent into")
+    mode: PermissionModeName | None = Field(default=None, description="Permission mode")
+    isolation: Literal["worktree"] | None = Field(
+        default=None, description='"worktree" runs the agent in its own git worktree'
+    )
+    cwd: str | None = Field(default=None, description="Working directory (absolute path)")
+    resume_from: str | None = Field(
+        default=None, description="Continue a finished agent (by id) in a new run"
+    )
+
+
+TEAMMATE_ONLY_FIELDS = ("name", "team_name", "mode")
+
+
+class AgentTool(Tool[AgentInput]):
+    name = "Agent"
+    aliases = ("Task",)
+    description = DESCRIPTION
+    input_model = AgentInput
+    max_result_chars = 100_000
+
+    def __init__(self, *, background_available: bool = True, teammate: bool = False) -> None:
+        self.background_available = background_available
+        self.teammate = teammate
+
+    def is_read_only(self, args: AgentInput) -> bool:
+        return True
+
+    def is_concurrency_safe(self, args: AgentInput) -> bool:
+        return True
+
+    def schema(self) -> ToolSchema:
+        """The input schema minus fields this environment does not offer."""
+        schema = input_json_schema(AgentInput)
+        hidden = set()
+        if not self.background_available:
+            hidden.add("run_in_background")
+        if self.teammate:
+            hidden.update(TEAMMATE_ONLY_FIELDS)
+        schema["properties"] = {k: v for k, v in schema["properties"].items() if k not in hidden}
+        return ToolSchema(name=self.name, description=self.description, input_schema=schema)
+
+    async def call(self, args: AgentInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        runtime, frame = _host(ctx)
+        self._check_environment(args, frame)
+        if args.resume_from:
+            raise ToolError("resume_from is not available yet in this runtime")
+        if args.team_name or args.name:
+            raise ToolError("Teams are not available in this runtime: omit name and team_name")
+        definition = resolve_definition(runtime, args.subagent_type)
+        _check_permission(runtime, definition)
+        _check_limits(runtime, frame)
+        request = ChildRequest(
+            definition=definition,
+            prompt=args.prompt,
+            description=args.description,
+            model=args.model,
+        )
+        job = prepare_child(runtime, ctx, frame, request)
+        return await run_sync_child(runtime, job, info)
+
+    def _check_environment(self, args: AgentInput, frame: AgentFrame) -> None:
+        if args.cwd and args.isolation:
+            raise ToolError("cwd and isolation are mutually exclusive: pass one or the other")
+        if self.teammate or frame.is_teammate:
+            used = [f for f in TEAMMATE_ONLY_FIELDS if getattr(args, f) is not None]
+            if used:
+                raise ToolError(
+                    f"{', '.join(used)} cannot be used inside a teammate: teammates cannot "
+                    "spawn teammates or change permission modes"
+                )
+        if args.run_in_background and not self.background_available:
+            raise ToolError("run_in_background is not available: background tasks are disabled")
+
+
+def _host(ctx: ToolContext) -> tuple[AgentRuntime, AgentFrame]:
+    runtime, frame = ctx.services, ctx.owner
+    if not isinstance(runtime, AgentRuntime) or not isinstance(frame, AgentFrame):
+        raise ToolError("The Agent tool needs a session runtime; run it inside a Session")
+    return runtime, frame
+
+
+def resolve_definition(runtime: AgentRuntime, subagent_type: str | None) -> AgentDefinition:
+    name = subagent_type or "general-purpose"
+    definition = runtime.definitions.find(name)
+    if definition is None:
+        known = ", ".join(runtime.definitions.names())
+        raise ToolError(f"Agent type '{name}' not found. Available agent types: {known}")
+    return definition
+
+
+def _check_permission(runtime: AgentRuntime, definition: AgentDefinition) -> None:
+    permissions = runtime.permissions
+    if permissions is None:
+        return
+    denial = permissions.agent_type_denial(definition.name)
+    if denial:
+        raise ToolError(denial)
+
+
+def _check_limits(runtime: AgentRuntime, frame: AgentFrame) -> None:
+    limit = runtime.config.max_spawn_depth
+    if frame.depth + 1 > limit:
+        raise ToolError(
+            f"Sub-agent nesting depth limit reached: agents may nest at most {limit} levels "
+            "below the main agent (SUBAGENTS_MAX_SPAWN_DEPTH). Do the work directly instead."
+        )
+    cap = runtime.config.max_concurrent_subagents
+    if runtime.running_children >= cap:
+        raise ToolError(
+            f"Sub-agent limit reached: {cap} agents are already running "
+            "(SUBAGENTS_MAX_CONCURRENT_SUBAGENTS). Do not retry this call now; wait for running "
+            "agents to finish or do the work directly."
+        )
+
+
+async def run_sync_child(runtime: AgentRuntime, job: AgentJob, info: CallInfo) -> ToolOutput:
+    """Run a child in the foreground: the parent waits, with progress while it takes long."""
+    run = job.run
+    runtime.register(run)
+    runtime.running_children += 1
+    task = asyncio.create_task(run_agent(job), name=f"agent:{run.agent_type}:{run.agent_id}")
+    try:
+        await _await_with_progress(runtime, task, run, job)
+    except asyncio.CancelledError:
+        job.ctx.abort.abort("parent aborted")
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    finally:
+        runtime.running_children -= 1
+        for callback in runtime.on_child_done:
+            callback(run)
+    return completed_output(run)
+
+
+async def _await_with_progress(
+    runtime: AgentRuntime, task: asyncio.Task[Any], run: AgentRun, job: AgentJob
+) -> None:
+    delay = runtime.config.progress_after_ms / 1000
+    done, _ = await asyncio.wait({task}, timeout=delay)
+    while not done:
+        emit_progress(job, run)
+        done, _ = await asyncio.wait({task}, timeout=1.0)
+    task.result()
+
+
+def emit_progress(job: AgentJob, run: AgentRun) -> None:
+    stats = run.stats
+    job.ctx.emit(
+        ProgressEvent(
+            agent=run.ref,
+            subtype="agent_progress",
+            data={
+                "description": run.description,
+                "tool_use_count": stats.tool_use_count,
+                "total_tokens": stats.usage.total,
+                "latest_input_tokens": stats.latest_input_tokens,
+                "recent_activities": list(stats.activities),
+                "elapsed_ms": run_elapsed_ms(run),
+            },
+        )
+    )
+
+
+def run_elapsed_ms(run: AgentRun) -> int:
+    import time
+
+    return int((time.monotonic() - run.started) * 1000)
+
+
+def completed_payload(run: AgentRun) -> dict[str, Any]:
+    return {
+        "status": "completed",
+        "prompt": run.prompt,
+        "content": [{"type": "text", "text": run.result_text}],
+        "totalToolUseCount": run.stats.tool_use_count,
+        "totalDurationMs": run.duration_ms,
+        "totalTokens": run.stats.usage.total,
+        "agentId": run.agent_id,
+        "agentType": run.agent_type,
+        "model": run.model,
+    }
+
+
+def completed_output(run: AgentRun) -> ToolOutput:
+    payload = completed_payload(run)
+    trailer = (
+        f"[agentId: {run.agent_id} · type: {run.agent_type} · tool uses: "
+        f"{run.stats.tool_use_count} · tokens: {run.stats.usage.total} · "
+        f"duration: {run.duration_ms} ms]"
+    )
+    if run.status == "completed":
+        return ToolOutput(content=f"{run.result_text}\n\n{trailer}", metadata=payload)
+    reason = run.error or run.reason
+    partial = f"\n\nPartial report:\n{run.result_text}" if run.result_text else ""
+    payload["status"] = run.status
+    headline = f"Agent {run.agent_type} ended without completing ({reason})."
+    return ToolOutput(
+        content=f"{headline}{partial}\n\n{trailer}",
+        is_error=True,
+        metadata=payload,
+    )

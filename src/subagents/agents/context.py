@@ -1,0 +1,58 @@
+"""``create_subagent_context``: what a child inherits from its parent, as a whitelist.
+
+Every field of the child's ``ToolContext`` is decided here, one by one, so a field added later is
+isolated by default (the failure mode is "the child lacks a capability", never "the child mutates
+its parent's state"):
+
+* cloned  — the file-read cache (the child's reads do not touch the parent's cache), the env;
+* fresh   — the process tracker: the child's shells are its own and die in its cleanup;
+* linked  — the abort signal: a sync child's signal is a child of the parent's (parent abort stops
+            the child, not the reverse); a background child gets an unlinked one from the caller;
+* shared  — ``services`` (the session's agent runtime and task registry, so anything a child starts
+            is registered at the root and never orphaned) and the event sink (events carry the
+            child's own ``AgentRef``, so a UI can tell who is speaking);
+* replaced — permissions and hooks: the child's own, derived by the caller, never the parent's
+            objects (a child must not widen what its parent may do).
+There are no UI callbacks or parent state setters in a ``ToolContext`` to cut: a child can only
+emit events, and those are tagged with its identity.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from subagents.abort import AbortSignal
+from subagents.events import AgentRef
+from subagents.loop.hooks import LoopHooks
+from subagents.processes import ProcessTracker
+from subagents.tools.base import CanUseTool, ToolContext
+
+
+def create_subagent_context(
+    parent: ToolContext,
+    *,
+    agent: AgentRef,
+    abort: AbortSignal,
+    owner: Any,
+    cwd: Path | None = None,
+    roots: tuple[Path, ...] | None = None,
+    can_use_tool: CanUseTool | None = None,
+    hooks: LoopHooks | None = None,
+) -> ToolContext:
+    """Derive a child's context from its parent's (see the module docstring for each field)."""
+    child_cwd = cwd or parent.cwd
+    return ToolContext(
+        cwd=child_cwd,
+        roots=roots if roots is not None else (parent.roots if cwd is None else (child_cwd,)),
+        abort=abort,
+        agent=agent,
+        emit=parent.emit,
+        processes=ProcessTracker(),
+        read_files=dict(parent.read_files),
+        can_use_tool=can_use_tool,
+        hooks=hooks,
+        env=dict(parent.env),
+        services=parent.services,
+        owner=owner,
+    )
