@@ -81,7 +81,7 @@ class Settings:
     deny: list[SourcedRule] = field(default_factory=list)
     ask: list[SourcedRule] = field(default_factory=list)
     additional_directories: list[Path] = field(default_factory=list)
-    """Resolved: ``~`` expanded, relative entries taken from the directory the run starts in."""
+    """Resolved: ``~`` is ``home``, relative entries start at the directory the run starts in."""
     default_mode: PermissionModeName | None = None
     default_mode_source: Path | None = None
     hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -138,6 +138,7 @@ def load_settings(
     ``trusted=False`` skips the project's files (an untrusted checkout must not grant itself
     permissions); user files and ``extra_file`` still apply.
     """
+    home = Path.home() if home is None else home
     if extra_file is not None and not extra_file.exists():
         raise SettingsError(f"{extra_file}: settings file given with --settings does not exist")
     settings = Settings()
@@ -147,7 +148,7 @@ def load_settings(
     for path in paths:
         parsed = read_settings_file(path)
         if parsed is not None:
-            _merge(settings, parsed, path, cwd)
+            _merge(settings, parsed, path, cwd=cwd, home=home)
     return settings
 
 
@@ -194,7 +195,7 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _merge(settings: Settings, parsed: SettingsFile, path: Path, cwd: Path) -> None:
+def _merge(settings: Settings, parsed: SettingsFile, path: Path, *, cwd: Path, home: Path) -> None:
     settings.sources.append(path)
     perms = parsed.permissions
     for behavior in RULE_BEHAVIORS:
@@ -205,7 +206,7 @@ def _merge(settings: Settings, parsed: SettingsFile, path: Path, cwd: Path) -> N
                 seen.add(rule)
                 target.append(SourcedRule(rule=rule, source=path))
     for raw in perms.additionalDirectories:
-        directory = _resolve_dir(raw, cwd)
+        directory = _resolve_dir(raw, cwd=cwd, home=home)
         if directory not in settings.additional_directories:
             settings.additional_directories.append(directory)
     if perms.defaultMode is not None:
@@ -228,8 +229,8 @@ def _merge_value(old: Any, new: Any) -> Any:
     return new
 
 
-def _resolve_dir(raw: str, cwd: Path) -> Path:
-    path = Path(raw).expanduser()
+def _resolve_dir(raw: str, *, cwd: Path, home: Path) -> Path:
+    path = home / raw[2:] if raw == "~" or raw.startswith("~/") else Path(raw)
     if not path.is_absolute():
         path = cwd / path
     return path.resolve(strict=False)
