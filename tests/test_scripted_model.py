@@ -634,6 +634,14 @@ async def test_usage_estimates_from_characters() -> None:
     assert done.usage.input_tokens == (20 + 8) // 4
 
 
+async def test_usage_estimate_recounts_a_replaced_history_of_the_same_length() -> None:
+    model = ScriptedModel.from_dict({"agents": [{"turns": [{"text": "a"}, {"text": "b"}]}]})
+    await complete(model, request("same", messages=[user_message("x" * 400)]))
+    # A resumed agent reusing the id sends a different history of the same length.
+    done = await complete(model, request("same", messages=[user_message("y" * 40)]))
+    assert done.usage.input_tokens == 10
+
+
 async def test_usage_estimate_counts_tool_blocks_and_script_usage_is_verbatim() -> None:
     model = ScriptedModel.from_dict(
         {

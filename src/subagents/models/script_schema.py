@@ -40,14 +40,18 @@ class ScriptToolCall(_Strict):
     """One tool call the model makes: ``input`` strings may hold templates."""
 
     name: str = Field(min_length=1)
+    """The tool's name, as the agent's tool list spells it."""
     input: dict[str, Any] = Field(default_factory=dict)
+    """The tool input; every string in it may hold templates."""
 
 
 class ErrorSpec(_Strict):
     """Fail the next ``times`` calls with ``type`` before the turn is served."""
 
     type: ErrorType
+    """overloaded|rate_limit|api_error (retried) or fallback (switch model)."""
     times: int = Field(default=1, ge=1)
+    """How many calls fail before the turn is served."""
 
 
 class ScriptUsage(_Strict):
@@ -63,11 +67,17 @@ class ScriptTurn(_Strict):
     """One model response: text and/or tool calls, with optional delay, usage, error, capture."""
 
     text: str | None = None
+    """The answer's text (templates allowed); comes before the tool calls."""
     tool_calls: list[ScriptToolCall] = Field(default_factory=list)
+    """Tool calls, served as ``tool_use`` blocks with ids ``toolu_<agent>_<turn>_<i>``."""
     delay_ms: float = Field(default=0, ge=0)
+    """Wait this long before answering (cancellable), e.g. to keep a child running."""
     usage: ScriptUsage | None = None
+    """Reported usage, verbatim (missing counters are 0); absent means an estimate."""
     error: ErrorSpec | None = None
+    """Fail the next ``times`` calls first, then serve this turn."""
     capture: dict[str, str] = Field(default_factory=dict)
+    """NAME -> regex searched in the last user message; kept as ``{{capture.NAME}}``."""
 
     @field_validator("capture")
     @classmethod
@@ -84,8 +94,11 @@ class ScriptAgent(_Strict):
     """Turns for the agents whose type equals ``agent_type`` and whose prompt ``match`` finds."""
 
     agent_type: str | None = None
+    """Only agents of this type (``main``, ``fork``, a definition's name); absent = any."""
     match: str | None = None
+    """A regex searched in the agent's prompt; its groups are ``{{match.N}}``. Absent = any."""
     turns: list[ScriptTurn] = Field(default_factory=list)
+    """Served in order, one per request of the bound agent."""
 
     @field_validator("match")
     @classmethod
@@ -97,7 +110,9 @@ class ScriptFile(_Strict):
     """A whole script: where to record requests, and the agents' turns."""
 
     record: str | None = None
+    """A JSONL file (relative to the script's folder) receiving every request."""
     agents: list[ScriptAgent] = Field(default_factory=list)
+    """Entries in priority order: an agent binds to the first that fits."""
 
 
 def format_validation_error(source: str, error: ValidationError) -> str:
