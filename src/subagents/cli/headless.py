@@ -11,11 +11,12 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from subagents.events import Event
+from subagents.events import Event, ProgressEvent
 from subagents.session import RunResult, Session, SessionOptions
 from subagents.state import ProjectState
 
@@ -32,9 +33,10 @@ def run_headless(args: argparse.Namespace) -> int:
     except (StartupError, ValueError, OSError) as exc:
         print(f"subagents: error: {exc}", file=sys.stderr)
         return 2
+    _report_definition_problems(session)
     printer = _Printer(args.output_format)
     try:
-        result = asyncio.run(session.run(args.prompt, on_event=printer.event))
+        result = asyncio.run(_run(session, args.prompt, printer))
     except KeyboardInterrupt:
         print("subagents: interrupted", file=sys.stderr)
         return 130
@@ -46,6 +48,28 @@ def run_headless(args: argparse.Namespace) -> int:
         print(f"subagents: {result.subtype}: {_one_line(result.result)}", file=sys.stderr)
         return 1
     return 0
+
+
+async def _run(session: Session, prompt: str, printer: _Printer) -> RunResult:
+    """Run with SIGINT/SIGTERM turned into an abort: children stop, their shells die, and the
+    run still ends with a result (``error_during_execution``)."""
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, session.abort.abort, f"interrupted by {sig.name}")
+    try:
+        return await session.run(prompt, on_event=printer.event)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+def _report_definition_problems(session: Session) -> None:
+    definitions = session.runtime.definitions
+    for error in definitions.errors:
+        print(f"subagents: warning: agent definition skipped: {error}", file=sys.stderr)
+    for warning in definitions.warnings:
+        print(f"subagents: warning: {warning}", file=sys.stderr)
 
 
 def _session_from_args(args: argparse.Namespace) -> Session:
@@ -86,6 +110,17 @@ class _Printer:
     def event(self, event: Event) -> None:
         if self.format == "stream-json":
             _write_json(event.to_dict())
+        elif self._is_live_progress(event):
+            assert isinstance(event, ProgressEvent)
+            sys.stderr.write(progress_line(event) + "\n")
+            sys.stderr.flush()
+
+    def _is_live_progress(self, event: Event) -> bool:
+        return (
+            self.format == "text"
+            and isinstance(event, ProgressEvent)
+            and event.subtype == "agent_progress"
+        )
 
     def finish(self, result: RunResult) -> None:
         if self.format == "json":
@@ -98,6 +133,17 @@ class _Printer:
 def _write_json(data: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     sys.stdout.flush()
+
+
+def progress_line(event: ProgressEvent) -> str:
+    """``[Explore a1b2c3d4e] 3 tool uses · 1234 tokens · 4.1 s · Grep: TODO``"""
+    data, agent = event.data, event.agent
+    activities = data.get("recent_activities") or []
+    last = f" · {activities[-1]}" if activities else ""
+    return (
+        f"[{agent.agent_type} {agent.agent_id}] {data.get('tool_use_count', 0)} tool uses · "
+        f"{data.get('total_tokens', 0)} tokens · {data.get('elapsed_ms', 0) / 1000:.1f} s{last}"
+    )
 
 
 def _one_line(text: str) -> str:

@@ -1,0 +1,53 @@
+"""Running the real ``subagents`` command in a subprocess, and writing scripts for it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class CliRun:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.stdout)
+        return data
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+
+
+def write_script(folder: Path, agents: list[dict[str, Any]], name: str = "script.json") -> Path:
+    path = folder / name
+    path.write_text(json.dumps({"record": "requests.jsonl", "agents": agents}))
+    return path
+
+
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
+) -> CliRun:
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, "-m", "subagents", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return CliRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+def recorded(folder: Path) -> list[dict[str, Any]]:
+    path = folder / "requests.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
