@@ -241,7 +241,10 @@ def _unique_paths(paths: list[Path]) -> list[Path]:
     seen: set[Path] = set()
     unique = []
     for path in paths:
-        key = path.resolve(strict=False)
+        try:
+            key = path.resolve(strict=False)
+        except (OSError, RuntimeError):  # a symlink loop: reading it will report the error
+            key = path.absolute()
         if key not in seen:
             seen.add(key)
             unique.append(path)
