@@ -19,6 +19,7 @@ from subagents.messages import (
 )
 from subagents.models.base import (
     MessageDone,
+    Model,
     ModelError,
     ModelRequest,
     RequestMetadata,
@@ -743,3 +744,4 @@ def test_register_provider_extends_the_table(tmp_path: Path) -> None:
 def test_testing_package_public_names() -> None:
     assert {"ScriptedModel", "ScriptTurn", "ScriptError"} <= set(testing.__all__)
     assert issubclass(testing.ScriptError, ValueError)
+    assert isinstance(ScriptedModel.from_dict({"agents": []}), Model)
