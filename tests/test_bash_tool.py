@@ -1,0 +1,310 @@
+"""The Bash tool against real subprocesses: exit codes, cwd/env, timeouts, cancellation, caps.
+
+The process-lifetime tests record the PID of a grandchild (`sleep ... &`) and assert it is gone
+afterwards: that is the orphan the tool exists to prevent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from subagents.abort import AbortSignal
+from subagents.events import AgentRef
+from subagents.tools.base import CallInfo, ToolContext, ToolError, ToolOutput
+from subagents.tools.bash import (
+    DEFAULT_TIMEOUT_MS,
+    MAX_OUTPUT_CHARS,
+    MAX_TIMEOUT_MS,
+    BashInput,
+    BashTool,
+    CommandOutput,
+)
+
+
+def make_ctx(cwd: Path, **kwargs: Any) -> ToolContext:
+    return ToolContext(
+        cwd=cwd,
+        roots=(cwd,),
+        abort=AbortSignal(),
+        agent=AgentRef(agent_id="agent-1", agent_type="main"),
+        **kwargs,
+    )
+
+
+def make_info(sink: list[dict[str, Any]] | None = None) -> CallInfo:
+    events = sink if sink is not None else []
+    return CallInfo(tool_use_id="toolu_1", progress=events.append)
+
+
+async def run(ctx: ToolContext, command: str, **kwargs: Any) -> ToolOutput:
+    return await BashTool().call(BashInput(command=command, **kwargs), ctx, make_info())
+
+
+def is_gone(pid: int, within_s: float = 5.0) -> bool:
+    """True once ``pid`` no longer exists or is a zombie (dead, waiting for its reaper)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+async def wait_for_file(path: Path, within_s: float = 10.0) -> str:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{path} was never written")
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> ToolContext:
+    return make_ctx(tmp_path)
+
+
+# ----------------------------------------------------------------------------- results
+
+
+async def test_success_returns_output_and_metadata(ctx: ToolContext) -> None:
+    out = await run(ctx, "echo hello")
+    assert out.content == "hello"
+    assert out.is_error is False
+    assert out.metadata == {"exit_code": 0, "command": "echo hello", "timed_out": False}
+    assert ctx.processes.groups == frozenset()
+
+
+async def test_nonzero_exit_is_error_with_code_and_merged_stderr(ctx: ToolContext) -> None:
+    out = await run(ctx, "echo out; echo err >&2; exit 3")
+    assert out.is_error is True
+    assert out.content == "out\nerr\nExit code 3"
+    assert out.metadata is not None
+    assert out.metadata["exit_code"] == 3
+    assert out.metadata["timed_out"] is False
+
+
+async def test_death_by_signal_reads_as_128_plus_signal(ctx: ToolContext) -> None:
+    out = await run(ctx, "kill -9 $$")
+    assert out.is_error is True
+    assert out.metadata is not None
+    assert out.metadata["exit_code"] == 137
+    assert "Exit code 137" in out.content
+
+
+async def test_empty_output_says_so(ctx: ToolContext) -> None:
+    out = await run(ctx, "true")
+    assert out.content == "(no output)"
+    assert out.is_error is False
+
+
+async def test_cwd_is_honoured(tmp_path: Path) -> None:
+    workdir = tmp_path / "work dir"
+    workdir.mkdir()
+    (workdir / "marker.txt").write_text("x")
+    ctx = make_ctx(workdir)
+    out = await run(ctx, "pwd; ls")
+    assert out.content.splitlines() == [str(workdir.resolve()), "marker.txt"]
+
+
+async def test_env_overlays_the_process_environment(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path, env={"SUBAGENTS_BASH_TEST": "v42", "HOME": str(tmp_path)})
+    out = await run(ctx, 'echo "$SUBAGENTS_BASH_TEST|$HOME|${PATH:+has-path}"')
+    assert out.content == f"v42|{tmp_path}|has-path"
+
+
+async def test_stdin_is_closed(ctx: ToolContext) -> None:
+    out = await run(ctx, "cat; echo done", timeout=5000)
+    assert out.content == "done"
+
+
+async def test_missing_cwd_is_a_tool_error_naming_it(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path / "nope")
+    with pytest.raises(ToolError, match="nope"):
+        await run(ctx, "echo hi")
+    assert ctx.processes.groups == frozenset()
+
+
+# ----------------------------------------------------------------------------- process lifetime
+
+
+async def test_timeout_kills_the_whole_group(ctx: ToolContext, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    started = time.monotonic()
+    out = await run(ctx, f"sleep 30 & echo $! > {pidfile}; echo before; sleep 30", timeout=300)
+    assert time.monotonic() - started < 10
+    assert out.is_error is True
+    assert "timed out after 300 ms" in out.content
+    assert out.content.startswith("before")
+    assert out.metadata is not None
+    assert out.metadata["timed_out"] is True
+    assert is_gone(int(pidfile.read_text()))
+    assert ctx.processes.groups == frozenset()
+
+
+async def test_timeout_escalates_to_sigkill_when_term_is_ignored(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "pid"
+    started = time.monotonic()
+    out = await run(ctx, f"trap '' TERM; sleep 60 & echo $! > {pidfile}; wait", timeout=200)
+    elapsed = time.monotonic() - started
+    assert out.metadata is not None
+    assert out.metadata["timed_out"] is True
+    assert 1.5 < elapsed < 15  # the SIGTERM grace (~2 s) was given, then SIGKILL
+    assert is_gone(int(pidfile.read_text()))
+    assert ctx.processes.groups == frozenset()
+
+
+async def test_cancellation_kills_the_group_and_reraises(ctx: ToolContext, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    task = asyncio.create_task(run(ctx, f"sleep 1000 & echo $! > {pidfile}; sleep 1000"))
+    grandchild = int(await wait_for_file(pidfile))
+    (group,) = ctx.processes.groups
+    assert os.getpgid(grandchild) == group  # the grandchild is in the tracked group
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert is_gone(grandchild)
+    assert is_gone(group)  # the shell itself
+    assert ctx.processes.groups == frozenset()
+
+
+async def test_leftover_background_job_is_killed_after_normal_exit(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "pid"
+    started = time.monotonic()
+    out = await run(ctx, f"sleep 1000 >/dev/null 2>&1 & echo $! > {pidfile}; echo ok")
+    assert time.monotonic() - started < 5
+    assert out.content == "ok"
+    assert is_gone(int(pidfile.read_text()))
+    assert ctx.processes.groups == frozenset()
+
+
+async def test_grandchild_holding_stdout_does_not_hang_the_call(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "pid"
+    started = time.monotonic()
+    out = await run(ctx, f"sleep 1000 & echo $! > {pidfile}; echo ok")
+    assert time.monotonic() - started < 5
+    assert out.content == "ok"
+    assert is_gone(int(pidfile.read_text()))
+
+
+# ----------------------------------------------------------------------------- output
+
+
+async def test_output_over_the_cap_keeps_head_and_tail_with_marker(ctx: ToolContext) -> None:
+    out = await run(ctx, "seq 1 100000")
+    full = "\n".join(str(i) for i in range(1, 100001)) + "\n"
+    omitted = len(full) - MAX_OUTPUT_CHARS
+    assert f"[... {omitted} characters of output omitted ...]" in out.content
+    assert out.content.startswith("1\n2\n3\n")
+    assert out.content.endswith("99999\n100000")
+    assert len(out.content) < MAX_OUTPUT_CHARS + 100
+
+
+async def test_output_at_the_cap_is_whole(ctx: ToolContext) -> None:
+    out = await run(ctx, f"head -c {MAX_OUTPUT_CHARS} /dev/zero | tr '\\0' a")
+    assert out.content == "a" * MAX_OUTPUT_CHARS
+
+
+async def test_huge_output_is_bounded(ctx: ToolContext) -> None:
+    out = await run(ctx, "head -c 20000000 /dev/zero | tr '\\0' b", timeout=60000)
+    assert len(out.content) < MAX_OUTPUT_CHARS + 100
+    assert f"{20_000_000 - MAX_OUTPUT_CHARS} characters of output omitted" in out.content
+
+
+def test_command_output_decodes_utf8_split_across_chunks() -> None:
+    output = CommandOutput(limit=10, tail_chars=4)
+    data = "héllo wörld!".encode()
+    for byte in data:
+        output.feed(bytes([byte]))
+    output.feed(b"", final=True)
+    assert output.total == 12
+    marker = "\n\n[... 2 characters of output omitted ...]\n\n"
+    assert output.text() == "héllo " + marker + "rld!"
+
+
+async def test_progress_reports_last_lines_at_most_once_a_second(ctx: ToolContext) -> None:
+    events: list[dict[str, Any]] = []
+    command = "for i in 1 2 3 4 5 6; do echo line$i; sleep 0.4; done"
+    out = await BashTool().call(BashInput(command=command), ctx, make_info(events))
+    assert out.content.splitlines()[-1] == "line6"
+    assert 1 <= len(events) <= 3
+    assert events[0]["type"] == "bash_progress"
+    assert events[0]["last_lines"][-1].startswith("line")
+    assert events[0]["elapsed_ms"] >= 1000
+
+
+# ----------------------------------------------------------------------------- input and flags
+
+
+def test_timeout_validation_and_clamp() -> None:
+    assert BashInput(command="x", timeout=10_000_000).timeout == MAX_TIMEOUT_MS
+    assert BashInput(command="x").timeout is None
+    for bad in (0, -5):
+        with pytest.raises(ValidationError, match="timeout"):
+            BashInput(command="x", timeout=bad)
+    with pytest.raises(ValidationError, match="shell"):
+        BashInput.model_validate({"command": "x", "shell": "zsh"})
+    assert DEFAULT_TIMEOUT_MS == 120_000
+
+
+def test_schema_uses_claude_code_field_names() -> None:
+    schema = BashTool().schema()
+    assert schema.name == "Bash"
+    assert set(schema.input_schema["properties"]) == {
+        "command",
+        "timeout",
+        "description",
+        "run_in_background",
+    }
+    assert schema.input_schema["required"] == ["command"]
+
+
+def test_read_only_commands_are_concurrency_safe() -> None:
+    tool = BashTool()
+    safe, unsafe = BashInput(command="git status && ls -la"), BashInput(command="rm -rf build")
+    assert tool.is_read_only(safe) and tool.is_concurrency_safe(safe)
+    assert not tool.is_read_only(unsafe) and not tool.is_concurrency_safe(unsafe)
+
+
+async def test_background_without_service_is_refused(ctx: ToolContext) -> None:
+    with pytest.raises(ToolError, match="Background shells are not available"):
+        await run(ctx, "sleep 1", run_in_background=True)
+
+
+async def test_background_goes_through_the_service_seam(tmp_path: Path) -> None:
+    calls: list[tuple[str, ToolContext, str | None]] = []
+
+    class Services:
+        async def start_background_shell(
+            self, command: str, ctx: ToolContext, description: str | None
+        ) -> ToolOutput:
+            calls.append((command, ctx, description))
+            return ToolOutput(content="started shell bash_1")
+
+    ctx = make_ctx(tmp_path, services=Services())
+    out = await run(ctx, "npm run dev", run_in_background=True, description="dev server")
+    assert out.content == "started shell bash_1"
+    assert calls == [("npm run dev", ctx, "dev server")]
+    assert ctx.processes.groups == frozenset()
