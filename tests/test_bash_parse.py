@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from subagents.tools.bash_parse import (
     has_output_redirection,
@@ -215,3 +217,17 @@ def test_looks_interactive(tail: str) -> None:
 )
 def test_does_not_look_interactive(tail: str) -> None:
     assert looks_interactive(tail) is False
+
+
+_SHELL_ALPHABET = st.sampled_from(list("ab $()`'\"\\;&|<>{}#=\n-0123456789EOF\t"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_SHELL_ALPHABET, max_size=60).map("".join))
+def test_parsing_never_raises_and_always_ends(command: str) -> None:
+    commands = split_commands(command)
+    assert all(c == c.strip() and c for c in commands)
+    for simple in commands:
+        has_output_redirection(simple)
+    assert isinstance(is_read_only_command(command), bool)
+    assert isinstance(looks_interactive(command), bool)
