@@ -27,6 +27,7 @@ from subagents.models.base import (
     ToolSchema,
     complete,
 )
+from subagents.models.resolve import MODEL_ALIASES, resolve_alias, resolve_model
 from subagents.models.retry import ModelCaller, RetryPolicy
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolInput, ToolOutput
 
@@ -432,3 +433,28 @@ async def test_agent_loop_runs_a_tool_call_and_a_final_answer_over_the_wire(
     assert tool_result_text(result) == "PING"
     assert result["cache_control"] == EPHEMERAL
     assert second["tools"][0]["name"] == "Echo" and "text" in json.dumps(second["tools"][0])
+
+
+# --- provider spec and aliases ----------------------------------------------------------------
+
+
+async def test_resolve_model_builds_the_provider_from_the_environment(
+    anthropic_wire: AnthropicWire, wire_server: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "env-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", wire_server.url)
+    wire_server.queue(anthropic_wire.text("one"), anthropic_wire.text("two"))
+
+    model = resolve_model("anthropic:sonnet")
+    assert isinstance(model, AnthropicModel)
+    anthropic_wire.models.append(model)
+    haiku = resolve_alias(model, "haiku")
+    await complete(model, make_request())
+    await complete(haiku, make_request())
+
+    sent = [r.body["model"] for r in wire_server.requests]
+    assert sent == [MODEL_ALIASES["sonnet"]["anthropic"], MODEL_ALIASES["haiku"]["anthropic"]]
+    assert resolve_alias(model, "claude-custom-id").name == "claude-custom-id"
+    assert resolve_alias(model, "inherit") is model
+    with pytest.raises(ValueError, match="anthropic:"):
+        resolve_model("anthropic:")

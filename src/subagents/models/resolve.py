@@ -12,6 +12,7 @@ scripted provider every alias is the same script, so the same instance.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -23,11 +24,14 @@ ProviderFactory = Callable[[str, bool], Model]
 """``factory(rest_of_spec, keep_requests)``: ``rest_of_spec`` is what follows ``PROVIDER:``."""
 
 MODEL_ALIASES: dict[str, dict[str, str]] = {
-    "sonnet": {"anthropic": "claude-sonnet-4-5"},
-    "opus": {"anthropic": "claude-opus-4-1"},
-    "haiku": {"anthropic": "claude-haiku-4-5"},
+    "sonnet": {"anthropic": "claude-sonnet-5-5"},
+    "opus": {"anthropic": "claude-opus-5-5"},
+    "haiku": {"anthropic": "claude-haiku-5-5"},
 }
-"""alias -> provider -> full model id. Edit (or pass ``aliases=``) to configure."""
+"""alias -> provider -> full model id. Edit (or pass ``aliases=``) to configure.
+
+The Anthropic ids are the newest of each family the ``anthropic`` SDK lists (none deprecated
+there); ``anthropic:sonnet`` as a model spec maps through this table too."""
 
 INHERIT = frozenset({"", "inherit"})
 
@@ -47,7 +51,35 @@ def _scripted(rest: str, keep_requests: bool) -> Model:
     return ScriptedModel.from_file(Path(rest), keep_requests=keep_requests, name=f"scripted:{rest}")
 
 
-PROVIDERS: dict[str, ProviderFactory] = {"scripted": _scripted}
+def _anthropic(rest: str, keep_requests: bool) -> Model:
+    """``anthropic:<model id or alias>``; key ``ANTHROPIC_API_KEY``, URL ``ANTHROPIC_BASE_URL``."""
+    from subagents.models.anthropic import AnthropicModel
+
+    model_id = _sdk_model_id("anthropic", rest)
+    api_key = os.environ.get("ANTHROPIC_API_KEY") or None
+    return AnthropicModel(model_id, api_key=api_key, base_url=os.environ.get("ANTHROPIC_BASE_URL"))
+
+
+def _openai(rest: str, keep_requests: bool) -> Model:
+    """``openai:<model>``; key ``OPENAI_API_KEY`` (optional), URL ``OPENAI_BASE_URL``."""
+    from subagents.models.openai import OpenAIModel
+
+    return OpenAIModel(_sdk_model_id("openai", rest))
+
+
+def _sdk_model_id(provider: str, rest: str) -> str:
+    """The model id of a ``provider:REST`` spec; an alias maps through ``MODEL_ALIASES``."""
+    name = rest.strip()
+    if not name:
+        raise ValueError(f"model spec '{provider}:' needs a model id, as in '{provider}:MODEL'")
+    return MODEL_ALIASES.get(name.lower(), {}).get(provider, name)
+
+
+PROVIDERS: dict[str, ProviderFactory] = {
+    "scripted": _scripted,
+    "anthropic": _anthropic,
+    "openai": _openai,
+}
 """provider name -> factory. Other engineers add ``anthropic``, ``openai`` and ``local`` here."""
 
 
