@@ -125,7 +125,9 @@ def test_bad_regex_matcher_names_the_path() -> None:
 def test_unknown_hook_type_is_an_error_but_known_other_types_are_skipped() -> None:
     with pytest.raises(HookConfigError, match=r"hooks\.Stop\[0\]\.hooks\[0\]\.type: .*'shell'"):
         parse_hooks({"Stop": [{"hooks": [{"type": "shell", "command": "x"}]}]}, SRC)
-    config = parse_hooks({"Stop": [{"hooks": [{"type": "prompt", "prompt": "ok?"}, cmd("s")]}]}, SRC)
+    config = parse_hooks(
+        {"Stop": [{"hooks": [{"type": "prompt", "prompt": "ok?"}, cmd("s")]}]}, SRC
+    )
     assert [c.command for c in config.commands_for("Stop", None)] == ["s"]
     assert len(config.warnings) == 1
     assert "hooks.Stop[0].hooks[0]" in config.warnings[0]
@@ -150,9 +152,7 @@ def test_not_an_object_is_an_error() -> None:
 
 def test_merged_keeps_every_source_in_order_and_dedupes_identical_commands() -> None:
     user = parse_hooks({"Stop": [{"hooks": [cmd("same.sh"), cmd("user.sh")]}]}, "~/settings")
-    project = parse_hooks(
-        {"Stop": [{"hooks": [cmd("same.sh"), cmd("proj.sh")]}], "Bogus": []}, SRC
-    )
+    project = parse_hooks({"Stop": [{"hooks": [cmd("same.sh"), cmd("proj.sh")]}], "Bogus": []}, SRC)
     merged = user.merged(project)
     commands = merged.commands_for("Stop", None)
     assert [c.command for c in commands] == ["same.sh", "user.sh", "proj.sh"]
