@@ -15,7 +15,9 @@ Order (first that applies wins):
 A Bash command is split into its simple commands (``bash_parse.split_commands``, which also
 yields what runs inside ``$(…)``, backticks and subshells) and each is checked: a deny or ask
 rule on any part decides for the whole; the command is allowed only if every part is, by a rule
-or by being read-only. So ``Bash(git status:*)`` does not cover ``git status && rm -rf x``. A
+or by being read-only. So ``Bash(git status:*)`` does not cover ``git status && rm -rf x``.
+Deny and ask rules also see a part without its wrappers (``commands.command_forms``), so
+``Bash(rm:*)`` stops ``sudo rm x`` and ``ls | xargs rm``. A
 prefix rule does not cover a part that redirects output into a file (``echo x > f`` is a write,
 not an ``echo``); only an exact rule or an explicit mode does.
 
@@ -29,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from subagents.permissions.commands import command_forms
 from subagents.permissions.context import PermissionContext
 from subagents.permissions.rules import (
     AGENT_TOOL_NAMES,
@@ -137,7 +140,9 @@ def _bash_part_allowed(context: PermissionContext, part: str) -> bool:
 
 
 def _first_bash(rules: tuple[PermissionRule, ...], part: str) -> PermissionRule | None:
-    return next((rule for rule in rules if bash_rule_matches(rule, part)), None)
+    """The first deny/ask rule matching any spelling of ``part`` (``sudo rm`` is ``rm``)."""
+    forms = command_forms(part)
+    return next((r for r in rules if any(bash_rule_matches(r, f) for f in forms)), None)
 
 
 def _denied_by_rule(rule: PermissionRule, subject: str) -> Decision:

@@ -31,10 +31,16 @@ class _Scope(Protocol):
     def home(self) -> Path: ...
 
 
-def path_matches(pattern: str, path: Path, scope: _Scope) -> bool:
-    """Whether the resolved absolute ``path`` (or a directory above it) matches ``pattern``."""
+def path_matches(pattern: str, path: Path, scope: _Scope, *, directory: bool = False) -> bool:
+    """Whether the resolved absolute ``path`` (or a directory above it) matches ``pattern``.
+
+    ``directory``: ``path`` is a directory to search, so a pattern covering everything inside
+    it (``secrets/**`` for ``secrets``) matches too.
+    """
     absolute = anchored_pattern(pattern, scope)
     regex = _compile(absolute)
+    if directory and regex.fullmatch(path.as_posix().rstrip("/") + "/"):
+        return True
     candidate = path
     while True:
         if regex.fullmatch(candidate.as_posix()):

@@ -110,7 +110,7 @@ def rule_matches(
         return _string_field(args, "subagent_type") == spec
     if rule.tool in FILE_TOOL_NAMES:
         path = tool_path(args, cwd)
-        return path is not None and path_matches(spec, path, scope)
+        return path is not None and path_matches(spec, path, scope, directory=_searches(args))
     if rule.tool == "WebFetch" and spec.startswith("domain:"):
         return _domain_matches(spec.removeprefix("domain:"), _string_field(args, "url"))
     return False
@@ -154,6 +154,12 @@ def tool_path(args: BaseModel, cwd: Path) -> Path | None:
                 path = Path(raw).expanduser()
                 return (path if path.is_absolute() else cwd / path).resolve(strict=False)
     return None
+
+
+def _searches(args: BaseModel) -> bool:
+    """Glob and Grep name a directory to search: a rule covering its contents covers them."""
+    fields = type(args).model_fields
+    return "path" in fields and "file_path" not in fields and "notebook_path" not in fields
 
 
 def _bash_wildcard(spec: str) -> str:
