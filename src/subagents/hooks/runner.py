@@ -10,7 +10,9 @@ Processes. Each hook runs in its own session (``start_new_session=True``), so it
 holds the shell and everything it spawned. A hook past its timeout, or whose caller is cancelled,
 has that whole group killed with SIGKILL and is reaped before the call returns (or re-raises), so
 no hook outlives the event that started it. While it runs, the group is also registered in the
-caller's ``ProcessTracker`` so an agent's final cleanup reaches it too.
+caller's ``ProcessTracker`` so an agent's final cleanup reaches it too. A hook is done when its
+stdout and stderr close: one that leaves a background process holding them open runs into its
+timeout (redirect such a process's output to detach it).
 
 The hooks of one event run concurrently, as Claude Code runs them; results come back in config
 order so aggregation is deterministic.
