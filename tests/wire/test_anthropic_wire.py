@@ -279,6 +279,31 @@ async def test_a_dropped_stream_is_never_a_short_answer(
     assert caught.value.kind == "connection"
 
 
+async def test_a_cleanly_ended_stream_without_message_stop_is_a_connection_error(
+    anthropic_wire: AnthropicWire, wire_server: WireServer
+) -> None:
+    reply = anthropic_wire.text("half")
+    assert reply.events is not None
+    reply.events = reply.events[:-2]  # no message_delta, no message_stop; chunked body ends
+    wire_server.queue(reply)
+
+    with pytest.raises(ModelError, match="before message_stop") as caught:
+        await complete(anthropic_wire.model(), make_request())
+
+    assert caught.value.kind == "connection" and caught.value.retryable
+
+
+async def test_empty_text_blocks_are_not_kept(
+    anthropic_wire: AnthropicWire, wire_server: WireServer
+) -> None:
+    call = {"type": "tool_use", "id": "t1", "name": "Echo", "input": {"text": "x"}}
+    wire_server.queue(anthropic_wire.reply([{"type": "text", "text": ""}, call]))
+
+    done = await complete(anthropic_wire.model(), make_request())
+
+    assert done.message["content"] == [call]
+
+
 async def test_an_error_event_inside_the_stream_is_mapped_by_its_type(
     anthropic_wire: AnthropicWire, wire_server: WireServer
 ) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from subagents.abort import AbortSignal
 from subagents.events import AgentRef
 from subagents.loop.query import LoopSpec, run_loop
 from subagents.messages import Message, user_message
+from subagents.models._sdk_support import retry_after_seconds
 from subagents.models.base import (
     MessageDone,
     ModelError,
@@ -248,6 +251,25 @@ async def test_rate_limit_honours_retry_after(
     ((subtype, data),) = notices
     assert (subtype, data["error"], data["error_status"]) == ("api_retry", "rate_limit", 429)
     assert data["retry_delay_ms"] >= 200
+
+
+async def test_retry_after_ms_is_honoured(openai_wire: OpenAIWire, wire_server: WireServer) -> None:
+    limited = openai_wire.error(429, "rate_limit_exceeded", headers={"retry-after-ms": "300"})
+    wire_server.queue(limited, openai_wire.reply(text="waited"))
+    notices: Notices = []
+
+    await caller_for(openai_wire.model(), notices).call(make_request())
+
+    assert [d["retry_delay_ms"] >= 300 for _s, d in notices] == [True]
+
+
+def test_retry_after_accepts_seconds_and_http_dates() -> None:
+    in_a_minute = email.utils.formatdate(time.time() + 60, usegmt=True)
+
+    assert retry_after_seconds({"retry-after": "7"}) == 7.0
+    assert 55 <= (retry_after_seconds({"retry-after": in_a_minute}) or 0) <= 61
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
 
 
 async def test_connection_dropped_mid_stream_is_retried(

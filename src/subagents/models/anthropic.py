@@ -164,7 +164,12 @@ class StreamAssembler:
     def done(self, model: str, label: str) -> MessageDone:
         if not self.stopped:
             raise ModelError("connection", f"{label}: stream ended before message_stop")
-        content = [cast(ContentBlock, self.blocks[i]) for i in sorted(self.blocks)]
+        # An empty text block is legal in a response but rejected when sent back next turn.
+        content = [
+            cast(ContentBlock, block)
+            for _index, block in sorted(self.blocks.items())
+            if not (block.get("type") == "text" and not block.get("text"))
+        ]
         message: Message = {"role": "assistant", "content": content}
         return MessageDone(
             message=message,
