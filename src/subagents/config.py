@@ -52,6 +52,7 @@ class RuntimeConfig:
     background_disabled: bool = False
     progress_after_ms: int = 2_000
     agent_result_cap: int = 100_000
+    tool_concurrency: int = 10
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -65,6 +66,7 @@ class RuntimeConfig:
             auto_background_ms=_int(env, "SUBAGENTS_AUTO_BACKGROUND_MS", 120_000),
             stall_timeout_ms=_int(env, "SUBAGENTS_ASYNC_AGENT_STALL_TIMEOUT_MS", 600_000),
             task_max_output=output,
+            tool_concurrency=max(1, _int(env, "SUBAGENTS_MAX_TOOL_CONCURRENCY", 10)),
             print_bg_wait_ms=_int(env, "SUBAGENTS_PRINT_BG_WAIT_MS", 600_000),
             fork_enabled=_flag(
                 env, ("SUBAGENTS_FORK_SUBAGENT", "CLAUDE_CODE_FORK_SUBAGENT"), default=True

@@ -232,6 +232,7 @@ class Session:
             ctx=ctx,
             messages=messages,
             tool_schemas=frame.tool_schemas,
+            tool_concurrency=self.config.tool_concurrency,
             budget=Budget(
                 max_turns=self.options.max_turns,
                 max_tokens=self.options.max_tokens,

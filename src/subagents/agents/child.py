@@ -102,6 +102,7 @@ def prepare_child(
         budget=Budget(max_turns=definition.max_turns),
         transcript=runtime.transcript_for(agent_id),
         tool_schemas=frame.tool_schemas,
+        tool_concurrency=runtime.config.tool_concurrency,
     )
 
 

@@ -84,6 +84,7 @@ class AgentJob:
     transcript: Path | None = None
     on_turn: Callable[[LoopStats], None] | None = None
     tool_schemas: list[Any] | None = None
+    tool_concurrency: int = 10
 
 
 async def run_agent(job: AgentJob) -> LoopOutcome:
@@ -110,6 +111,7 @@ async def run_agent(job: AgentJob) -> LoopOutcome:
         on_turn=job.on_turn,
         tool_schemas=job.tool_schemas,
         stats=run.stats,
+        tool_concurrency=job.tool_concurrency,
     )
     outcome: LoopOutcome | None = None
     try:

@@ -81,6 +81,8 @@ class LoopSpec:
     inbox: Inbox | None = None
     log: MessageLog | None = None
     on_turn: Callable[[LoopStats], None] | None = None
+    tool_concurrency: int = 10
+    """At most this many concurrency-safe calls of one turn run at once."""
     stats: LoopStats | None = None
     """Counters to update in place (so others can watch a running loop); default: fresh ones."""
     tool_schemas: list[Any] | None = None
@@ -179,7 +181,7 @@ class _Loop:
                     continue
                 return "completed", None
             self.turn = TurnResults(calls=calls)
-            await run_tool_calls(self.turn, self.tool_map, self.ctx)
+            await run_tool_calls(self.turn, self.tool_map, self.ctx, self.spec.tool_concurrency)
             self._record_tool_results(self.turn)
             self.turn = None
             if spec.log is not None:

@@ -136,7 +136,10 @@ def group_calls(prepared: list[PreparedCall]) -> list[list[PreparedCall]]:
 
 
 async def run_tool_calls(
-    turn: TurnResults, tools: Mapping[str, Tool[Any]], ctx: ToolContext
+    turn: TurnResults,
+    tools: Mapping[str, Tool[Any]],
+    ctx: ToolContext,
+    max_concurrency: int = MAX_CONCURRENT_TOOLS,
 ) -> None:
     """Run a turn's calls into ``turn.results``; on cancellation, fill the gaps and re-raise."""
     try:
@@ -144,14 +147,16 @@ async def run_tool_calls(
             if len(group) == 1:
                 turn.results[group[0].index] = await execute_call(group[0], ctx)
             else:
-                await _run_group(group, turn, ctx)
+                await _run_group(group, turn, ctx, max_concurrency)
     except asyncio.CancelledError:
         turn.fill_cancelled()
         raise
 
 
-async def _run_group(group: list[PreparedCall], turn: TurnResults, ctx: ToolContext) -> None:
-    limit = asyncio.Semaphore(MAX_CONCURRENT_TOOLS) if len(group) > MAX_CONCURRENT_TOOLS else None
+async def _run_group(
+    group: list[PreparedCall], turn: TurnResults, ctx: ToolContext, max_concurrency: int
+) -> None:
+    limit = asyncio.Semaphore(max_concurrency) if len(group) > max_concurrency else None
 
     async def run(call: PreparedCall) -> None:
         if limit is None:

@@ -1,0 +1,277 @@
+"""Orchestration overhead of the runtime, on the scripted model (no real model, no network).
+
+Workloads (SPEC/issue 2, 3):
+
+* ``fanout`` — the coordinator emits N parallel Agent calls in one response; each child runs a
+  tool-using loop of K model calls (K-1 turns calling a trivial tool, then a final answer); then
+  the coordinator answers. Model calls: 2 + N*K. Ideal critical path: (K + 2) * L.
+  With the default limits (at most 10 concurrency-safe calls of one turn at once, SPEC §1) the
+  children run in waves of 10, so the ideal is (ceil(N/10) * K + 2) * L; ``fanout-wide`` raises
+  both limits to N (``SUBAGENTS_MAX_TOOL_CONCURRENCY``, ``SUBAGENTS_MAX_CONCURRENT_SUBAGENTS``)
+  and its ideal is (K + 2) * L.
+* ``chain``  — the coordinator delegates N times in sequence (one Agent call per turn); each
+  child makes one tool call and answers. Model calls: N + 1 + 2N. Ideal: (3N + 1) * L.
+
+Each figure is set beside *bare asyncio*: the same pattern of awaits (the same sleeps, the same
+concurrency) with no runtime at all, because on a virtual machine each wake-up from a sleep costs
+tens of µs of kernel CPU that no framework can avoid. ``net`` is our CPU minus that baseline.
+
+Reported: CPU µs per model call (process CPU time of the whole run divided by model calls: this
+includes the scripted model, tool scheduling, context derivation, events and durable JSONL
+transcripts, which are on as by default), wall / ideal critical path, and peak RSS.
+
+Run: ``python bench/bench.py`` (all workloads at L = 0 and 20 ms), or
+``python bench/bench.py --workload fanout --latency 20 --n 50 --k 10``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from subagents.agents.agent_tool import AgentTool
+from subagents.config import RuntimeConfig
+from subagents.session import Session, SessionOptions
+from subagents.testing import ScriptedModel
+from subagents.tools.base import CallInfo, Tool, ToolContext, ToolInput, ToolOutput
+
+
+class NoteInput(ToolInput):
+    text: str
+
+
+class NoteTool(Tool[NoteInput]):
+    """A trivial tool, so the figure measures orchestration rather than a tool's own work."""
+
+    name = "Note"
+    description = "Record a short note."
+    input_model = NoteInput
+
+    def is_read_only(self, args: NoteInput) -> bool:
+        return True
+
+    def is_concurrency_safe(self, args: NoteInput) -> bool:
+        return True
+
+    async def call(self, args: NoteInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        return ToolOutput(content=f"noted: {args.text}")
+
+
+WORKER = {"worker": {"description": "bench worker", "prompt": "You work.", "tools": ["Note"]}}
+
+
+def fanout_script(n: int, k: int, latency_ms: int) -> dict[str, Any]:
+    calls = [
+        {
+            "name": "Agent",
+            "input": {"description": f"job {i}", "prompt": f"job {i}", "subagent_type": "worker"},
+        }
+        for i in range(n)
+    ]
+    child_turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "Note", "input": {"text": f"step {j}"}}], "delay_ms": latency_ms}
+        for j in range(k - 1)
+    ]
+    child_turns.append({"text": "worker done: {{prompt}}", "delay_ms": latency_ms})
+    return {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": calls, "delay_ms": latency_ms},
+                    {"text": "all done", "delay_ms": latency_ms},
+                ],
+            },
+            {"agent_type": "worker", "turns": child_turns},
+        ]
+    }
+
+
+def chain_script(n: int, latency_ms: int) -> dict[str, Any]:
+    main_turns: list[dict[str, Any]] = [
+        {
+            "tool_calls": [
+                {
+                    "name": "Agent",
+                    "input": {
+                        "description": f"step {i}",
+                        "prompt": f"step {i}",
+                        "subagent_type": "worker",
+                    },
+                }
+            ],
+            "delay_ms": latency_ms,
+        }
+        for i in range(n)
+    ]
+    main_turns.append({"text": "chain done", "delay_ms": latency_ms})
+    return {
+        "agents": [
+            {"agent_type": "main", "turns": main_turns},
+            {
+                "agent_type": "worker",
+                "turns": [
+                    {
+                        "tool_calls": [{"name": "Note", "input": {"text": "x"}}],
+                        "delay_ms": latency_ms,
+                    },
+                    {"text": "ok", "delay_ms": latency_ms},
+                ],
+            },
+        ]
+    }
+
+
+@dataclass
+class Figures:
+    workload: str
+    latency_ms: int
+    model_calls: int
+    cpu_s: float
+    wall_s: float
+    ideal_s: float
+    peak_rss_mb: float
+    baseline_cpu_s: float
+
+    @property
+    def cpu_us_per_call(self) -> float:
+        return self.cpu_s / self.model_calls * 1e6
+
+    @property
+    def baseline_us_per_call(self) -> float:
+        return self.baseline_cpu_s / self.model_calls * 1e6
+
+    @property
+    def wall_over_ideal(self) -> float:
+        return self.wall_s / self.ideal_s if self.ideal_s else float("nan")
+
+    def row(self) -> str:
+        ratio = f"{self.wall_over_ideal:6.3f}" if self.ideal_s else "   n/a"
+        return (
+            f"{self.workload:11} L={self.latency_ms:>3} ms  calls={self.model_calls:>4}  "
+            f"cpu/call={self.cpu_us_per_call:6.1f} µs  (bare asyncio "
+            f"{self.baseline_us_per_call:5.1f}, net "
+            f"{self.cpu_us_per_call - self.baseline_us_per_call:5.1f})  "
+            f"wall={self.wall_s * 1000:7.1f} ms  "
+            f"wall/ideal={ratio}  peak RSS={self.peak_rss_mb:6.1f} MB"
+        )
+
+
+async def run_once(
+    script: dict[str, Any], workdir: Path, config: RuntimeConfig
+) -> tuple[int, float, float]:
+    from subagents.agents.definitions import load_definitions
+
+    definitions = load_definitions(
+        cwd=workdir, home=workdir, subagents_home=workdir / "home", cli_agents=json.dumps(WORKER)
+    )
+    model = ScriptedModel.from_dict(script, keep_requests=False)
+    session = Session(
+        SessionOptions(
+            model=model,
+            cwd=workdir,
+            home=workdir / "home",
+            tools=[AgentTool(), NoteTool()],
+            definitions=definitions,
+            config=config,
+        )
+    )
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    result = await session.run("bench")
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    if result.is_error:
+        raise RuntimeError(f"bench run failed: {result.result}")
+    calls = sum(run.stats.num_turns for run in result.agents)
+    return calls, cpu, wall
+
+
+async def bare_fanout(n: int, k: int, width: int, latency_s: float) -> None:
+    """The fanout's awaits with no runtime: a coordinator sleep, N children of K sleeps
+    (``width`` at a time), a final sleep."""
+    gate = asyncio.Semaphore(width)
+
+    async def child() -> None:
+        async with gate:
+            for _ in range(k):
+                await asyncio.sleep(latency_s)
+
+    await asyncio.sleep(latency_s)
+    await asyncio.gather(*(child() for _ in range(n)))
+    await asyncio.sleep(latency_s)
+
+
+async def bare_chain(n: int, latency_s: float) -> None:
+    for _ in range(3 * n + 1):
+        await asyncio.sleep(latency_s)
+
+
+def baseline_cpu(workload: str, latency_ms: int, n: int, k: int, width: int) -> float:
+    latency = latency_ms / 1000
+    coro = bare_chain(n, latency) if workload == "chain" else bare_fanout(n, k, width, latency)
+    start = time.process_time()
+    asyncio.run(coro)
+    return time.process_time() - start
+
+
+def measure(workload: str, latency_ms: int, n: int, k: int) -> Figures:
+    width = n if workload == "fanout-wide" else 10
+    config = RuntimeConfig(tool_concurrency=width, max_concurrent_subagents=max(20, width))
+    if workload.startswith("fanout"):
+        waves = -(-n // width)
+        script, ideal = fanout_script(n, k, latency_ms), (waves * k + 2) * latency_ms / 1000
+    else:
+        script, ideal = chain_script(n, latency_ms), (3 * n + 1) * latency_ms / 1000
+    # Not /tmp: on some machines creating a file there costs ~0.7 ms of kernel time (seen on
+    # this project's CI machines), which would drown the figure we want. The home folder is
+    # where SUBAGENTS_HOME lives by default, so it is the honest place to measure.
+    base = Path.home() / ".cache" / "subagents-bench"
+    base.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
+        workdir = Path(tmp)
+        asyncio.run(run_once(script, workdir, config))  # warm-up: imports, first-call costs
+        calls, cpu, wall = asyncio.run(run_once(script, workdir, config))
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    baseline = baseline_cpu(workload, latency_ms, n, k, width)
+    return Figures(workload, latency_ms, calls, cpu, wall, ideal, rss_mb, baseline)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--workload", choices=("fanout", "fanout-wide", "chain", "all"), default="all"
+    )
+    parser.add_argument("--latency", type=int, action="append", help="ms; repeatable")
+    parser.add_argument("--n", type=int, default=50)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--json", action="store_true", help="print figures as JSON lines")
+    args = parser.parse_args(argv)
+    workloads = ["fanout", "fanout-wide", "chain"] if args.workload == "all" else [args.workload]
+    for workload in workloads:
+        for latency in args.latency or [0, 20]:
+            figures = measure(workload, latency, args.n, args.k)
+            if args.json:
+                print(
+                    json.dumps(
+                        {
+                            **figures.__dict__,
+                            "cpu_us_per_call": figures.cpu_us_per_call,
+                            "wall_over_ideal": figures.wall_over_ideal,
+                        }
+                    )
+                )
+            else:
+                print(figures.row())
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
