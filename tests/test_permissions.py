@@ -15,6 +15,7 @@ from subagents.permissions import (
     DenialLimits,
     PermissionChecker,
     PermissionContext,
+    PermissionMode,
     PermissionRequest,
     PermissionRule,
     cap_mode,
@@ -432,7 +433,7 @@ def test_tool_not_held_is_denied(repo: Path) -> None:
 
 
 def test_mode_order_and_cap() -> None:
-    order = ["plan", "dontAsk", "default", "acceptEdits", "bypassPermissions"]
+    order: list[PermissionMode] = ["plan", "dontAsk", "default", "acceptEdits", "bypassPermissions"]
     assert sorted(order, key=mode_rank) == order
     assert cap_mode("bypassPermissions", "default") == "default"
     assert cap_mode("acceptEdits", "plan") == "plan"
@@ -490,7 +491,7 @@ async def test_ask_goes_to_callback_with_the_request(repo: Path) -> None:
 
     async def answer(request: PermissionRequest) -> bool:
         seen.append(request)
-        return request.input["command"] == "git push"
+        return bool(request.input["command"] == "git push")
 
     ctx_ = context(repo, ask=["Bash(git push:*)"])
     checker = PermissionChecker(context=ctx_, ask_callback=answer)

@@ -248,7 +248,7 @@ def test_child_checker_never_allows_what_the_parent_checker_denies(
     child = parent.for_child(derive_child(root, **spec), background=background)
 
     async def run() -> list[tuple[str, str, str]]:
-        results = []
+        results: list[tuple[str, str, str]] = []
         for tool, args in PARSED_CALLS:
             mine = await child(tool, args, tool_ctx(repo, "child"))
             theirs = await parent(tool, args, tool_ctx(repo, "parent"))
