@@ -148,7 +148,8 @@ def test_refs_are_inlined_and_recursion_is_bounded() -> None:
             None,
         ),
         ("just words, {not json}", None, None, "just words, {not json}"),
-        ('{"name": "reply", "input": {"text": "cut off', None, None, None),
+        ('{"name": "reply", "input": {"text": "cut off \\u00', None, None, "cut off "),
+        ('{"name": "Read", "input": {"file_pa', None, None, '{"name": "Read", "input": {"file_pa'),
     ],
 )
 def test_parse_reply_is_lenient(

@@ -53,6 +53,10 @@ INSTALL_EXTRA_HINT = "the local model needs xllamacpp: pip install 'subagents[lo
 DEFAULT_CONTEXT = 16384
 DEFAULT_MAX_OUTPUT = 1024
 DEFAULT_CACHE_RAM_MIB = 2048
+ANTI_LOOP_SAMPLING: dict[str, Any] = {"dry_multiplier": 0.8, "dry_allowed_length": 3}
+"""DRY sampling, for the 135M model only: it stops "Your answer is 42. Your answer is 42. ..."
+loops, but it also penalises copying text already in the context, which a coding model must do
+(an ``Edit``'s ``old_string``), so the default model does not use it."""
 
 
 def default_threads() -> int:
@@ -179,6 +183,8 @@ class LocalModel:
     max_output_tokens: int = field(
         default_factory=lambda: _env_int("SUBAGENTS_LOCAL_MAX_TOKENS", DEFAULT_MAX_OUTPUT)
     )
+    sampling: dict[str, Any] = field(default_factory=dict)
+    """Extra llama.cpp sampling fields (``dry_multiplier``, ``repeat_penalty``, ...)."""
     provider: str = "local"
 
     def model_path(self) -> Path:
@@ -223,6 +229,7 @@ class LocalModel:
             "temperature": self.temperature,
             "seed": self.seed,
             "cache_prompt": True,
+            **self.sampling,
         }
         if constrained:
             body["json_schema"] = call_schema(request.tools)
@@ -322,7 +329,9 @@ def local_model_for(rest: str) -> LocalModel:
     if choice in ("", "qwen", "default"):
         return LocalModel(name="local", spec=QWEN_SPEC)
     if choice == SMOLLM2_SPEC.key:
-        return LocalModel(name="local:smollm2", spec=SMOLLM2_SPEC)
+        return LocalModel(
+            name="local:smollm2", spec=SMOLLM2_SPEC, sampling=dict(ANTI_LOOP_SAMPLING)
+        )
     path = Path(choice).expanduser()
     if path.suffix != ".gguf":
         raise ValueError(

@@ -214,7 +214,26 @@ def parse_reply(raw: str, tools: Sequence[ToolSchema]) -> ParsedReply:
         parsed = _as_call(candidate, reply)
         if parsed is not None:
             return parsed
-    return ParsedReply(text=raw.strip())
+    cut = _truncated_reply_text(raw, reply)
+    return ParsedReply(text=cut if cut is not None else raw.strip())
+
+
+def _truncated_reply_text(raw: str, reply: str) -> str | None:
+    """The text of a final answer cut off by the token limit, as far as it got."""
+    head = re.match(
+        r'\s*\{\s*"name"\s*:\s*"' + re.escape(reply) + r'"\s*,\s*"input"\s*:\s*\{\s*"text"\s*:\s*"',
+        raw,
+    )
+    if head is None:
+        return None
+    body = raw[head.end() :]
+    for end in range(len(body), max(-1, len(body) - 8), -1):
+        try:
+            text = json.loads('"' + body[:end] + '"')
+        except ValueError:
+            continue
+        return str(text)
+    return None
 
 
 def _json_candidates(raw: str) -> list[Any]:
