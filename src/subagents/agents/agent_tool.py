@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from subagents.agents.child import ChildRequest, prepare_child
+from subagents.agents.fork import FORK_AGENT_TYPE, FORK_IN_FORK_ERROR, prepare_fork
 from subagents.agents.runner import AgentJob, AgentRun, run_agent
 from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.agents.schema import AgentDefinition
@@ -110,6 +111,14 @@ class AgentTool(Tool[AgentInput]):
             raise ToolError("resume_from is not available yet in this runtime")
         if args.team_name or args.name:
             raise ToolError("Teams are not available in this runtime: omit name and team_name")
+        if frame.is_fork:
+            raise ToolError(FORK_IN_FORK_ERROR)
+        if wants_fork(args.subagent_type, runtime):
+            _check_limits(runtime, frame)
+            job = prepare_fork(
+                runtime, ctx, frame, prompt=args.prompt, description=args.description
+            )
+            return await run_sync_child(runtime, job, info)
         definition = resolve_definition(runtime, args.subagent_type)
         _check_permission(runtime, definition)
         _check_limits(runtime, frame)
@@ -141,6 +150,13 @@ def _host(ctx: ToolContext) -> tuple[AgentRuntime, AgentFrame]:
     if not isinstance(runtime, AgentRuntime) or not isinstance(frame, AgentFrame):
         raise ToolError("The Agent tool needs a session runtime; run it inside a Session")
     return runtime, frame
+
+
+def wants_fork(subagent_type: str | None, runtime: AgentRuntime) -> bool:
+    """``fork`` always forks; an omitted type forks while fork mode is on."""
+    if subagent_type is None:
+        return runtime.config.fork_enabled
+    return subagent_type.strip().lower() == FORK_AGENT_TYPE
 
 
 def resolve_definition(runtime: AgentRuntime, subagent_type: str | None) -> AgentDefinition:
