@@ -29,7 +29,7 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -68,7 +68,7 @@ class ModelSpec:
     file_name: str
     sha256: str
     general_name: str
-    parts: tuple[PartPin, ...]
+    parts: tuple[PartPin, ...] = field(repr=False)
     install_hint: str = INSTALL_HINT
 
 

@@ -67,6 +67,13 @@ def _openai(rest: str, keep_requests: bool) -> Model:
     return OpenAIModel(_sdk_model_id("openai", rest))
 
 
+def _local(rest: str, keep_requests: bool) -> Model:
+    """``local`` (the embedded default), ``local:smollm2`` or ``local:/path/model.gguf``."""
+    from subagents.models.local import local_model_for
+
+    return local_model_for(rest)
+
+
 def _sdk_model_id(provider: str, rest: str) -> str:
     """The model id of a ``provider:REST`` spec; an alias maps through ``MODEL_ALIASES``."""
     name = rest.strip()
@@ -79,6 +86,7 @@ PROVIDERS: dict[str, ProviderFactory] = {
     "scripted": _scripted,
     "anthropic": _anthropic,
     "openai": _openai,
+    "local": _local,
 }
 """provider name -> factory. Other engineers add ``anthropic``, ``openai`` and ``local`` here."""
 
