@@ -24,12 +24,26 @@ from subagents.agents.prompts import main_system_prompt
 from subagents.agents.runner import AgentJob, AgentRun, run_agent
 from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.config import RuntimeConfig
-from subagents.events import AgentRef, Event, EventSink, InitEvent, ResultEvent, discard
+from subagents.events import (
+    AgentRef,
+    Event,
+    EventSink,
+    InitEvent,
+    ResultEvent,
+    SystemEvent,
+    discard,
+)
+from subagents.hooks.config import parse_hooks
+from subagents.hooks.engine import HookEngine
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome
 from subagents.messages import Message, Usage, user_message
 from subagents.models.base import Model
 from subagents.models.retry import ModelCaller, RetryPolicy
+from subagents.permissions.checker import AskCallback, PermissionChecker
+from subagents.permissions.context import context_from_settings
+from subagents.permissions.modes import parse_mode
+from subagents.settings import Settings, load_settings
 from subagents.state import ProjectState, canonical_project
 from subagents.store.transcript import read_messages
 from subagents.tools.base import Tool, ToolContext
@@ -68,6 +82,14 @@ class SessionOptions:
     """Use exactly these definitions instead of loading them from disk."""
     trusted: bool = True
     """Whether project-level definitions and settings are honoured (``-p`` trusts)."""
+    permission_mode: str | None = None
+    """Overrides the settings' ``defaultMode`` (the CLI's ``--permission-mode``)."""
+    settings_file: Path | None = None
+    """An extra settings file (the CLI's ``--settings``), merged last."""
+    ask_callback: AskCallback | None = None
+    """Answers permission ``ask``s; without one, asks are denied (headless behaviour)."""
+    load_settings: bool = True
+    """Read Claude Code / subagents settings files (permissions, hooks)."""
 
 
 @dataclass(kw_only=True)
@@ -120,6 +142,44 @@ class Session:
             fallback=self.fallback,
             transcripts=options.transcripts,
         )
+        self.settings = self._load_settings()
+        self.permissions = self._permissions(self.settings)
+        self.runtime.permissions = self.permissions
+        self.runtime.hooks = self._hooks(self.settings)
+
+    def _load_settings(self) -> Settings:
+        if not self.options.load_settings:
+            return Settings()
+        return load_settings(
+            cwd=self.cwd,
+            subagents_home=self.state.home,
+            extra_file=self.options.settings_file,
+            trusted=self.options.trusted,
+        )
+
+    def _permissions(self, settings: Settings) -> PermissionChecker:
+        mode = parse_mode(self.options.permission_mode) if self.options.permission_mode else None
+        context = context_from_settings(settings, cwd=self.cwd, mode=mode)
+        return PermissionChecker(context=context, ask_callback=self.options.ask_callback)
+
+    def _hooks(self, settings: Settings) -> HookEngine | None:
+        if not settings.hooks:
+            return None
+        source = ", ".join(str(p) for p in settings.sources) or "settings"
+        config = parse_hooks(settings.hooks, source)
+        for warning in config.warnings:
+            self._warn(warning)
+        return HookEngine(
+            config,
+            session_id=self.session_id,
+            transcript_path=self.state.session_transcript(self.session_id),
+            project_dir=self.cwd,
+            on_warning=self._warn,
+        )
+
+    def _warn(self, message: str) -> None:
+        ref = AgentRef(agent_id=self.session_id, agent_type="main")
+        self.emit(SystemEvent(agent=ref, subtype="warning", data={"message": message}))
 
     @property
     def agents(self) -> list[AgentRun]:
@@ -200,7 +260,8 @@ class Session:
                 agent=ref,
             )
         )
-        roots = (self.cwd, *(canonical_project(d) for d in self.options.additional_dirs))
+        extra_dirs = [*self.options.additional_dirs, *self.settings.additional_directories]
+        roots = (self.cwd, *(canonical_project(d) for d in extra_dirs))
         system = main_system_prompt(self.cwd, names, self.options.system_prompt)
         context = self.runtime.context_block(read_only=False)
         if context:
@@ -214,6 +275,8 @@ class Session:
             tools=tools,
             tool_schemas=[tool.schema() for tool in tools],
             messages=messages,
+            permission_mode=self.permissions.context.mode,
+            permissions=self.permissions,
         )
         ctx = ToolContext(
             cwd=self.cwd,
@@ -223,6 +286,8 @@ class Session:
             emit=self.emit,
             services=self.runtime,
             owner=frame,
+            can_use_tool=self.permissions,
+            hooks=self.runtime.hooks,
         )
         job = AgentJob(
             run=run,
@@ -242,7 +307,16 @@ class Session:
             transcript=self._transcript_path(),
         )
         started = time.monotonic()
-        outcome = await run_agent(job)
+        hooks = self.runtime.hooks
+        if hooks is not None:
+            extra = await hooks.session_start("resume" if self.options.resume else "startup")
+            if extra:
+                messages[-1] = user_message(f"{prompt}\n\n{extra}")
+        try:
+            outcome = await run_agent(job)
+        finally:
+            if hooks is not None:
+                await hooks.session_end("other")
         result = self._result(outcome, int((time.monotonic() - started) * 1000))
         self.emit(ResultEvent(payload=result.payload))
         return result

@@ -20,7 +20,8 @@ from pydantic import Field
 
 from subagents.agents.child import ChildRequest, prepare_child
 from subagents.agents.fork import FORK_AGENT_TYPE, FORK_IN_FORK_ERROR, prepare_fork
-from subagents.agents.runner import AgentJob, AgentRun, run_agent
+from subagents.agents.lifecycle import run_child
+from subagents.agents.runner import AgentJob, AgentRun
 from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.agents.schema import AgentDefinition
 from subagents.events import ProgressEvent
@@ -127,6 +128,7 @@ class AgentTool(Tool[AgentInput]):
             prompt=args.prompt,
             description=args.description,
             model=args.model,
+            mode=args.mode,
         )
         job = prepare_child(runtime, ctx, frame, request)
         return await run_sync_child(runtime, job, info)
@@ -198,7 +200,9 @@ async def run_sync_child(runtime: AgentRuntime, job: AgentJob, info: CallInfo) -
     run = job.run
     runtime.register(run)
     runtime.running_children += 1
-    task = asyncio.create_task(run_agent(job), name=f"agent:{run.agent_type}:{run.agent_id}")
+    task = asyncio.create_task(
+        run_child(runtime, job), name=f"agent:{run.agent_type}:{run.agent_id}"
+    )
     try:
         await _await_with_progress(runtime, task, run, job)
     except asyncio.CancelledError:

@@ -46,6 +46,8 @@ class ChildRequest:
     model: str | None = None
     cwd: Path | None = None
     background: bool = False
+    mode: str | None = None
+    """The Agent call's ``mode``: capped by the parent's mode like the definition's."""
 
 
 def prepare_child(
@@ -82,6 +84,10 @@ def prepare_child(
         definition=definition,
         is_background=request.background,
     )
+    checker = derive_checker(parent, definition, names, request)
+    if checker is not None:
+        frame.permissions = checker
+        frame.permission_mode = checker.context.mode
     abort = AbortSignal() if request.background else parent_ctx.abort.child()
     ctx = create_subagent_context(
         parent_ctx,
@@ -89,8 +95,8 @@ def prepare_child(
         abort=abort,
         owner=frame,
         cwd=request.cwd,
-        can_use_tool=child_permissions(parent_ctx.can_use_tool, definition),
-        hooks=parent_ctx.hooks,
+        can_use_tool=child_permissions(checker or parent_ctx.can_use_tool, definition),
+        hooks=child_hooks(runtime, definition, run, runtime.transcript_for(agent_id)),
     )
     return AgentJob(
         run=run,
@@ -103,6 +109,40 @@ def prepare_child(
         transcript=runtime.transcript_for(agent_id),
         tool_schemas=frame.tool_schemas,
         tool_concurrency=runtime.config.tool_concurrency,
+    )
+
+
+def derive_checker(
+    parent: AgentFrame, definition: AgentDefinition, tool_names: list[str], request: ChildRequest
+) -> Any:
+    """The child's permission checker: never a mode, rule or tool its parent lacks."""
+    if parent.permissions is None:
+        return None
+    from subagents.permissions.context import derive_child
+    from subagents.permissions.modes import parse_mode
+
+    context = derive_child(
+        parent.permissions.context,
+        definition_mode=definition.permission_mode,
+        requested_mode=parse_mode(request.mode) if request.mode else None,
+        tools=tool_names,
+        disallowed_tools=definition.disallowed_tools,
+    )
+    return parent.permissions.for_child(context, background=request.background)
+
+
+def child_hooks(
+    runtime: AgentRuntime, definition: AgentDefinition, run: AgentRun, transcript: Path | None
+) -> Any:
+    """The session's hooks plus the definition's frontmatter hooks, scoped to this child."""
+    if runtime.hooks is None:
+        return None
+    return runtime.hooks.for_agent(
+        definition.hooks,
+        run.agent_id,
+        run.agent_type,
+        transcript_path=transcript,
+        source=definition.path,
     )
 
 

@@ -117,6 +117,7 @@ def prepare_fork(
         permission_mode=parent.permission_mode,
         is_fork=True,
         is_background=background,
+        permissions=parent.permissions,
     )
     abort = AbortSignal() if background else parent_ctx.abort.child()
     ctx = create_subagent_context(
@@ -125,7 +126,13 @@ def prepare_fork(
         abort=abort,
         owner=frame,
         can_use_tool=parent_ctx.can_use_tool,
-        hooks=parent_ctx.hooks,
+        hooks=(
+            runtime.hooks.for_agent(
+                None, agent_id, FORK_AGENT_TYPE, transcript_path=runtime.transcript_for(agent_id)
+            )
+            if runtime.hooks is not None
+            else None
+        ),
     )
     return AgentJob(
         run=run,

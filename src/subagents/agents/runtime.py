@@ -45,6 +45,8 @@ class AgentFrame:
     is_fork: bool = False
     is_teammate: bool = False
     is_background: bool = False
+    permissions: Any = None
+    """This agent's ``PermissionChecker`` (``subagents.permissions``), when rules are in force."""
 
     def tool_names(self) -> list[str]:
         return [tool.name for tool in self.tools]

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from subagents.events import Event, ProgressEvent
+from subagents.events import Event, ProgressEvent, SystemEvent
 from subagents.session import RunResult, Session, SessionOptions
 from subagents.state import ProjectState
 
@@ -89,6 +89,8 @@ def _session_from_args(args: argparse.Namespace) -> Session:
         resume=resume,
         fallback_model=args.fallback_model,
         agents_json=args.agents,
+        permission_mode=args.permission_mode,
+        settings_file=Path(args.settings).expanduser() if args.settings else None,
     )
     return Session(options)
 
@@ -110,6 +112,8 @@ class _Printer:
     def event(self, event: Event) -> None:
         if self.format == "stream-json":
             _write_json(event.to_dict())
+        elif isinstance(event, SystemEvent) and event.subtype == "warning":
+            sys.stderr.write(f"subagents: warning: {event.data.get('message', '')}\n")
         elif self._is_live_progress(event):
             assert isinstance(event, ProgressEvent)
             sys.stderr.write(progress_line(event) + "\n")

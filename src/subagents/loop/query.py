@@ -153,6 +153,7 @@ class _Loop:
                 raise
             task.uncancel()
             reason = "max_wall_time" if ctx.abort.reason == "max_wall_time" else "aborted"
+            error = ctx.abort.reason
         finally:
             if wall_timer is not None:
                 wall_timer.cancel()

@@ -1,0 +1,64 @@
+"""A child's lifecycle around its loop: SubagentStart, the denial breaker, SubagentStop.
+
+Every child — sync, background, fork — runs through ``run_child``, so the guarantees hold on
+every path: SubagentStart fires before the first model call (its output is shown to the child),
+and SubagentStop fires exactly once afterwards, whether the child completed (the loop's Stop hook
+point fires it, and may be blocked to keep the child going), failed, was killed or was cancelled
+(``ensure_stopped`` in the ``finally`` fires it only if nothing did). A child whose permission
+denials trip the breaker is aborted at its next turn instead of retrying forever.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from subagents.agents.runner import AgentJob, run_agent
+from subagents.agents.runtime import AgentFrame, AgentRuntime
+from subagents.loop.query import LoopOutcome, LoopStats
+from subagents.messages import text_block
+
+_log = logging.getLogger(__name__)
+
+
+async def run_child(runtime: AgentRuntime, job: AgentJob) -> LoopOutcome:
+    hooks = runtime.hooks
+    run = job.run
+    transcript = str(job.transcript or "")
+    if hooks is not None:
+        extra = await hooks.subagent_start(run.agent_id, run.agent_type, transcript_path=transcript)
+        if extra:
+            _add_context(job, extra)
+    _watch_breaker(job)
+    try:
+        return await run_agent(job)
+    finally:
+        if hooks is not None:
+            try:
+                await hooks.ensure_stopped(run.agent_id, run.agent_type, transcript)
+            except Exception:  # a crashed hook must not hide the child's own outcome
+                _log.exception("SubagentStop hook failed for %s", run.agent_id)
+
+
+def _add_context(job: AgentJob, text: str) -> None:
+    first = job.messages[-1]
+    content = first["content"]
+    blocks: list[Any] = [text_block(content)] if isinstance(content, str) else list(content)
+    blocks.append(text_block(text))
+    first["content"] = blocks
+
+
+def _watch_breaker(job: AgentJob) -> None:
+    frame = job.ctx.owner
+    if not isinstance(frame, AgentFrame) or frame.permissions is None:
+        return
+    checker, agent_id, abort = frame.permissions, job.run.agent_id, job.ctx.abort
+    previous = job.on_turn
+
+    def check(stats: LoopStats) -> None:
+        if previous is not None:
+            previous(stats)
+        if checker.breaker_tripped(agent_id):
+            abort.abort("stopped: it kept retrying calls that were denied (denial breaker)")
+
+    job.on_turn = check
