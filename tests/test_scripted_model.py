@@ -628,11 +628,14 @@ async def test_usage_estimates_from_characters() -> None:
     messages += [done.message, user_message("v" * 40)]
     done = await complete(model, request("u", messages=messages, system="s" * 20))
     assert done.usage.output_tokens == 1  # at least one
-    assert done.usage.input_tokens == (20 + 80 + 40 + 40) // 4
-    # Compaction: the history shrank, so it is counted afresh.
+    # The first request's prefix is a cache read now; the short new tail is plain input.
+    assert done.usage.cache_read_input_tokens == (20 + 80) // 4
+    assert done.usage.input_tokens == (20 + 80 + 40 + 40) // 4 - (20 + 80) // 4
+    # Compaction: the history shrank, so it is counted afresh (only the system is cached).
     compacted: list[Message] = [user_message("w" * 8)]
     done = await complete(model, request("u", messages=compacted, system="s" * 20))
-    assert done.usage.input_tokens == (20 + 8) // 4
+    assert done.usage.cache_read_input_tokens == 20 // 4
+    assert done.usage.input_tokens == (20 + 8) // 4 - 20 // 4
 
 
 async def test_usage_estimate_recounts_a_replaced_history_of_the_same_length() -> None:

@@ -20,6 +20,20 @@ Speed. Regexes and templates are compiled when the script loads; a turn without 
 served by building a few small dicts. Requests are turned into dicts (``.requests``, the
 ``record`` file) only when recording is on. Usage estimates count the characters of each message
 once per agent, not once per call.
+
+Cache accounting. A turn without ``usage`` reports what a provider's prompt cache would: the
+tokens of the longest prefix (system prompt and tool schemas, then messages in order) that this
+request shares with *any* earlier request to this model are ``cache_read_input_tokens``; the rest
+is ``cache_creation_input_tokens`` when it is at least ``CACHE_WRITE_MIN_TOKENS`` (a long new
+part is what a provider writes to its cache) and plain ``input_tokens`` otherwise (a short tail
+after the cached prefix). The three always add up to the plain estimate (characters / 4). Every
+served request counts as written, as if the client put a cache breakpoint on its last message.
+
+Prefixes are never serialised whole: the root key fingerprints the system prompt and the tool
+array (memoised by the list's identity), each message is fingerprinted once (memoised by its
+identity, keeping a reference so the id cannot be reused), and a prefix's key chains the key
+before it with the next message's fingerprint. An agent keeps its chain between calls, so a call
+costs O(new messages); a fork, whose history is the parent's own message objects, costs lookups.
 """
 
 from __future__ import annotations
@@ -41,6 +55,7 @@ from subagents.models.base import (
     ModelRequest,
     RequestMetadata,
     StreamEvent,
+    ToolSchema,
 )
 from subagents.models.script_schema import (
     ErrorSpec,
@@ -60,7 +75,14 @@ from subagents.models.script_templates import (
     compile_value,
 )
 
-__all__ = ["ScriptError", "ScriptTurn", "ScriptedModel", "TurnFunction", "TurnResult"]
+__all__ = [
+    "CACHE_WRITE_MIN_TOKENS",
+    "ScriptError",
+    "ScriptTurn",
+    "ScriptedModel",
+    "TurnFunction",
+    "TurnResult",
+]
 
 TurnResult: TypeAlias = ScriptTurn | dict[str, Any] | str
 TurnFunction: TypeAlias = Callable[[ModelRequest], TurnResult | Awaitable[TurnResult]]
@@ -72,6 +94,10 @@ _ERROR_KINDS: dict[str, tuple[ErrorKind, int | None]] = {
     "fallback": ("fallback", None),
 }
 _PROMPT_SHOWN = 200
+
+CACHE_WRITE_MIN_TOKENS = 1024
+"""An uncached part this long is reported as cache creation; shorter, as plain input."""
+_MEMO_LIMIT = 65_536
 
 
 # --- compiled script -------------------------------------------------------------------------
@@ -165,6 +191,51 @@ def _message_chars(message: Message) -> int:
     return total
 
 
+# --- prompt-cache estimate --------------------------------------------------------------------
+
+
+def _message_fingerprint(message: Message) -> int:
+    """A hash of a message's content; messages are plain JSON-like data, so ``repr`` is exact."""
+    return hash(repr(message))
+
+
+def _tools_fingerprint(tools: list[ToolSchema]) -> int:
+    return hash(repr([(t.name, t.description, t.input_schema) for t in tools]))
+
+
+def _remember(memo: dict[int, Any], key: int, value: Any) -> None:
+    """Insert, dropping the oldest entry past the limit (a dropped id is simply recomputed)."""
+    if len(memo) >= _MEMO_LIMIT:
+        del memo[next(iter(memo))]
+    memo[key] = value
+
+
+class _PrefixCache:
+    """Chain keys of every prefix this model has served, and the memoised fingerprints."""
+
+    __slots__ = ("_messages", "_tools", "seen")
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self._tools: dict[int, tuple[list[ToolSchema], int]] = {}
+        self._messages: dict[int, tuple[Message, int, int]] = {}
+
+    def root(self, system: str, tools: list[ToolSchema]) -> int:
+        entry = self._tools.get(id(tools))
+        if entry is None or entry[0] is not tools:
+            entry = (tools, _tools_fingerprint(tools))
+            _remember(self._tools, id(tools), entry)
+        return hash((system, entry[1]))
+
+    def message(self, message: Message) -> tuple[int, int]:
+        """The message's fingerprint and character count, computed once per message object."""
+        entry = self._messages.get(id(message))
+        if entry is None or entry[0] is not message:
+            entry = (message, _message_fingerprint(message), _message_chars(message))
+            _remember(self._messages, id(message), entry)
+        return entry[1], entry[2]
+
+
 # --- per-agent state -------------------------------------------------------------------------
 
 
@@ -182,25 +253,55 @@ class _AgentState:
     pending: _Turn | None = None
     captures: dict[str, str] = field(default_factory=dict)
     counted_messages: int = 0
-    counted_chars: int = 0
     last_counted: Message | None = None
+    keys: list[int] = field(default_factory=list)
+    """Prefix chain: ``keys[0]`` is the root (system + tools), ``keys[i]`` ends at message i-1."""
+    sizes: list[int] = field(default_factory=list)
+    """Characters of each prefix in ``keys`` (the system prompt counts, tool schemas do not)."""
+    known: int = 0
+    """Leading prefixes of ``keys`` already in the model's cache."""
 
-    def input_chars(self, request: ModelRequest) -> int:
-        """System + message characters, counting only messages not seen on earlier calls.
+    def input_chars(self, request: ModelRequest, cache: _PrefixCache) -> tuple[int, int]:
+        """(system + message characters, characters of the longest already-cached prefix).
 
-        The count restarts when the history shrank or its last counted message was replaced
-        (compaction, a resumed agent reusing the id). Cache counters would be derived here too.
+        Only messages not seen on earlier calls are fingerprinted and counted. The chain restarts
+        when the root changed, the history shrank or its last counted message was replaced
+        (compaction, a resumed agent reusing the id).
         """
         messages = request.messages
         size = len(messages)
+        root = cache.root(request.system, request.tools)
         seen = self.counted_messages
-        if seen > size or (seen and messages[seen - 1] is not self.last_counted):
-            seen, self.counted_chars = 0, 0
+        keys, sizes = self.keys, self.sizes
+        if (
+            not keys
+            or keys[0] != root
+            or seen > size
+            or (seen and messages[seen - 1] is not self.last_counted)
+        ):
+            keys[:] = [root]
+            sizes[:] = [len(request.system)]
+            seen, self.known = 0, 0
+        key, total = keys[-1], sizes[-1]
         for index in range(seen, size):
-            self.counted_chars += _message_chars(messages[index])
+            fingerprint, chars = cache.message(messages[index])
+            key = hash((key, fingerprint))
+            total += chars
+            keys.append(key)
+            sizes.append(total)
         self.counted_messages = size
         self.last_counted = messages[-1] if size else None
-        return len(request.system) + self.counted_chars
+        return total, self._shared_chars(cache)
+
+    def _shared_chars(self, cache: _PrefixCache) -> int:
+        """Walk the chain past the known part until a prefix is unseen; then record them all."""
+        keys, seen_keys = self.keys, cache.seen
+        hits = self.known
+        while hits < len(keys) and keys[hits] in seen_keys:
+            hits += 1
+        seen_keys.update(keys[hits:])
+        self.known = len(keys)
+        return self.sizes[hits - 1] if hits else 0
 
     def describe(self) -> str:
         prompt = self.prompt
@@ -246,6 +347,7 @@ class ScriptedModel:
         self._keep = keep_requests
         self._recording = keep_requests or record is not None
         self._agents: dict[str, _AgentState] = {}
+        self._cache = _PrefixCache()
 
     # construction
 
@@ -437,12 +539,20 @@ class ScriptedModel:
             )
         return chars
 
-    @staticmethod
-    def _usage(turn: _Turn, state: _AgentState, request: ModelRequest, chars: int) -> Usage:
+    def _usage(self, turn: _Turn, state: _AgentState, request: ModelRequest, chars: int) -> Usage:
         if turn.usage is not None:
             return Usage(**turn.usage)
-        input_chars = state.input_chars(request)
-        return Usage(input_tokens=max(1, input_chars // 4), output_tokens=max(1, chars // 4))
+        input_chars, shared_chars = state.input_chars(request, self._cache)
+        total = max(1, input_chars // 4)
+        read = min(total, shared_chars // 4)
+        rest = total - read
+        written = rest if rest >= CACHE_WRITE_MIN_TOKENS else 0
+        return Usage(
+            input_tokens=rest - written,
+            output_tokens=max(1, chars // 4),
+            cache_creation_input_tokens=written,
+            cache_read_input_tokens=read,
+        )
 
     # recording
 

@@ -1,0 +1,175 @@
+"""Prompt-cache accounting of the scripted model: reads from shared prefixes, writes, cost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagents.config import RuntimeConfig
+from subagents.messages import Message, Usage, user_message
+from subagents.models import scripted
+from subagents.models.base import MessageDone, ModelRequest, RequestMetadata, ToolSchema
+from subagents.models.scripted import CACHE_WRITE_MIN_TOKENS, ScriptedModel
+from subagents.session import Session, SessionOptions
+
+SYSTEM = "s" * 400
+TOOLS = [ToolSchema(name="Read", description="read a file", input_schema={"type": "object"})]
+
+
+def request(
+    agent_id: str,
+    messages: list[Message],
+    *,
+    agent_type: str = "main",
+    system: str = SYSTEM,
+    tools: list[ToolSchema] | None = None,
+) -> ModelRequest:
+    return ModelRequest(
+        model="scripted",
+        system=system,
+        messages=messages,
+        tools=TOOLS if tools is None else tools,
+        metadata=RequestMetadata(agent_id=agent_id, agent_type=agent_type, prompt=agent_id),
+    )
+
+
+async def complete(model: ScriptedModel, req: ModelRequest) -> MessageDone:
+    events = [event async for event in model.stream(req)]
+    done = events[-1]
+    assert isinstance(done, MessageDone)
+    return done
+
+
+def input_total(usage: Usage) -> int:
+    return usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+
+
+def echo_model(**turn: Any) -> ScriptedModel:
+    return ScriptedModel.from_function(lambda req: {"text": "ok", **turn})
+
+
+async def test_second_request_reads_exactly_the_shared_prefix() -> None:
+    model = echo_model()
+    first = await complete(model, request("a", [user_message("a" * 4000)]))
+    assert first.usage.cache_read_input_tokens == 0
+    assert input_total(first.usage) == (400 + 4000) // 4
+    # Another agent: equal content in new objects, then one more message of its own.
+    second = await complete(
+        model, request("b", [user_message("a" * 4000), user_message("b" * 800)])
+    )
+    assert second.usage.cache_read_input_tokens == (400 + 4000) // 4
+    assert input_total(second.usage) == (400 + 4000 + 800) // 4
+    assert second.usage.input_tokens == (400 + 4000 + 800) // 4 - (400 + 4000) // 4
+    assert second.usage.cache_creation_input_tokens == 0
+
+
+async def test_a_different_tool_array_or_system_breaks_the_prefix() -> None:
+    model = echo_model()
+    await complete(model, request("a", [user_message("a" * 4000)]))
+    other_tools = [ToolSchema(name="Bash", description="run", input_schema={"type": "object"})]
+    done = await complete(model, request("b", [user_message("a" * 4000)], tools=other_tools))
+    assert done.usage.cache_read_input_tokens == 0
+    done = await complete(model, request("c", [user_message("a" * 4000)], system="t" * 400))
+    assert done.usage.cache_read_input_tokens == 0
+    # A different first message still shares the root (system + tools).
+    done = await complete(model, request("d", [user_message("z" * 4000)]))
+    assert done.usage.cache_read_input_tokens == 400 // 4
+
+
+async def test_a_long_new_part_is_cache_creation() -> None:
+    model = echo_model()
+    long_text = "x" * (CACHE_WRITE_MIN_TOKENS * 4 + 400)
+    done = await complete(model, request("a", [user_message(long_text)]))
+    assert done.usage.cache_creation_input_tokens == (400 + len(long_text)) // 4
+    assert done.usage.input_tokens == 0
+    assert done.usage.cache_read_input_tokens == 0
+
+
+async def test_fork_like_requests_read_at_least_90_percent_from_the_cache() -> None:
+    model = echo_model()
+    history: list[Message] = [user_message("task " + "h" * 20_000)]
+    done = await complete(model, request("parent", history))
+    history.append(done.message)
+    history.append(user_message("tool output " + "r" * 10_000))
+    done = await complete(model, request("parent", history))
+    history.append(done.message)
+    for index in range(5):
+        fork = [*history, user_message(f"<fork_directive>job {index}</fork_directive>")]
+        done = await complete(model, request(f"fork-{index}", fork, agent_type="fork"))
+        assert done.usage.cache_read_input_tokens >= 0.9 * input_total(done.usage)
+
+
+async def test_explicit_usage_is_used_as_written() -> None:
+    written = {"input_tokens": 7, "output_tokens": 3}
+    model = echo_model(usage=written)
+    for agent in ("a", "b"):
+        done = await complete(model, request(agent, [user_message("a" * 4000)]))
+        assert done.usage.to_dict() == {
+            "input_tokens": 7,
+            "output_tokens": 3,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
+
+
+async def test_each_message_is_fingerprinted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = 0
+    real = scripted._message_fingerprint
+
+    def counting(message: Message) -> int:
+        nonlocal calls
+        calls += 1
+        return real(message)
+
+    monkeypatch.setattr(scripted, "_message_fingerprint", counting)
+    model = echo_model()
+    history: list[Message] = [user_message("start")]
+    for turn in range(20):
+        done = await complete(model, request("a", history))
+        history += [done.message, user_message(f"result {turn}")]
+    # Every call fingerprints only what it has not seen: the last call's two are never sent.
+    assert calls == len(history) - 2
+    # A fork made of the same message objects plus one directive costs one fingerprint.
+    sent = history[:-2]
+    before = calls
+    done = await complete(model, request("fork", [*sent, user_message("directive")]))
+    assert calls == before + 1
+    assert done.usage.cache_read_input_tokens > 0
+
+
+async def test_session_with_five_forks_reads_from_the_cache(tmp_path: Path) -> None:
+    (tmp_path / "big.txt").write_text(
+        "".join(f"line {i:04d} " + "w" * 90 + "\n" for i in range(400))
+    )
+    calls = [
+        {"name": "Agent", "input": {"description": "forked job", "prompt": f"scope: part {i}"}}
+        for i in range(5)
+    ]
+    model = ScriptedModel.from_dict(
+        {
+            "agents": [
+                {
+                    "agent_type": "main",
+                    "turns": [
+                        {"tool_calls": [{"name": "Read", "input": {"file_path": "big.txt"}}]},
+                        {"tool_calls": calls},
+                        {"text": "merged"},
+                    ],
+                },
+                {"agent_type": "fork", "turns": [{"text": "Scope: {{prompt}}\nResult: ok"}]},
+            ]
+        }
+    )
+    options = SessionOptions(model=model, cwd=tmp_path, config=RuntimeConfig(), transcripts=False)
+    result = await Session(options).run("read big.txt, then fork five workers")
+    assert result.subtype == "success", result.payload
+    forks = [run for run in result.agents if run.agent_type == "fork"]
+    assert len(forks) == 5
+    for run in forks:
+        assert run.usage.cache_read_input_tokens >= 0.9 * input_total(run.usage)
+    totals = result.payload["usage"]
+    assert totals["cache_read_input_tokens"] == sum(
+        run.usage.cache_read_input_tokens for run in result.agents
+    )
