@@ -41,6 +41,8 @@ HOOK_EVENTS: Final = (
     "Stop",
     "SessionStart",
     "SessionEnd",
+    "WorktreeCreate",
+    "WorktreeRemove",
 )
 """The events this runtime fires, with Claude Code's names."""
 
