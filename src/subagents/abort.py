@@ -76,7 +76,9 @@ class AbortSignal:
         """Cancel ``task`` when this signal aborts; returns an unsubscriber."""
 
         def cancel(reason: str) -> None:
-            if not task.done():
+            # A task that aborts itself is not cancelled: it is running right now and notices
+            # the flag at its next check point. Cancelling it would end it mid-step instead.
+            if not task.done() and task is not _current_task():
                 task.cancel(f"abort: {reason}")
 
         return self.on_abort(cancel)
@@ -103,3 +105,10 @@ class LinkedAbortSignal(AbortSignal):
 
 def _noop() -> None:
     return None
+
+
+def _current_task() -> asyncio.Task[object] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop: abort() called from plain code
+        return None

@@ -206,6 +206,10 @@ async def run_sync_child(runtime: AgentRuntime, job: AgentJob, info: CallInfo) -
     try:
         await _await_with_progress(runtime, task, run, job)
     except asyncio.CancelledError:
+        if not _being_cancelled():
+            # The child's task was cancelled, not us: it counts as killed, we go on.
+            run.status, run.reason = "killed", "cancelled"
+            return completed_output(run)
         job.ctx.abort.abort("parent aborted")
         await asyncio.gather(task, return_exceptions=True)
         raise
@@ -214,6 +218,11 @@ async def run_sync_child(runtime: AgentRuntime, job: AgentJob, info: CallInfo) -
         for callback in runtime.on_child_done:
             callback(run)
     return completed_output(run)
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 async def _await_with_progress(

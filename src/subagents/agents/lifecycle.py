@@ -16,7 +16,7 @@ from typing import Any
 from subagents.agents.runner import AgentJob, run_agent
 from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.loop.query import LoopOutcome, LoopStats
-from subagents.messages import text_block
+from subagents.messages import text_block, tool_uses
 
 _log = logging.getLogger(__name__)
 
@@ -58,7 +58,8 @@ def _watch_breaker(job: AgentJob) -> None:
     def check(stats: LoopStats) -> None:
         if previous is not None:
             previous(stats)
-        if checker.breaker_tripped(agent_id):
+        # Only a child that goes on calling tools is stopped; a final answer still lands.
+        if checker.breaker_tripped(agent_id) and tool_uses(job.messages[-1]):
             abort.abort("stopped: it kept retrying calls that were denied (denial breaker)")
 
     job.on_turn = check

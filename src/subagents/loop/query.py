@@ -152,7 +152,7 @@ class _Loop:
             if not ctx.abort.aborted or task is None:
                 raise
             task.uncancel()
-            reason = "max_wall_time" if ctx.abort.reason == "max_wall_time" else "aborted"
+            reason = self._aborted_reason()
             error = ctx.abort.reason
         finally:
             if wall_timer is not None:
@@ -166,6 +166,8 @@ class _Loop:
     async def _cycle(self) -> tuple[TerminalReason, str | None]:
         spec = self.spec
         while True:
+            if self.ctx.abort.aborted:
+                return self._aborted_reason(), self.ctx.abort.reason
             try:
                 self._check_budget()
             except _BudgetExceeded as exc:
@@ -177,6 +179,11 @@ class _Loop:
             except ModelError as exc:
                 return "model_error", f"{exc.kind}: {exc}"
             calls = tool_uses(message)
+            if self.ctx.abort.aborted:
+                # Aborted from inside this task (a hook, the denial breaker): no tool runs.
+                self.turn = TurnResults(calls=calls)
+                self._settle_interrupted_turn()
+                return self._aborted_reason(), self.ctx.abort.reason
             if not calls:
                 if await self._continue_after_answer(message):
                     continue
@@ -187,6 +194,9 @@ class _Loop:
             self.turn = None
             if spec.log is not None:
                 spec.log.flush()
+
+    def _aborted_reason(self) -> TerminalReason:
+        return "max_wall_time" if self.ctx.abort.reason == "max_wall_time" else "aborted"
 
     def _check_budget(self) -> None:
         budget, stats = self.spec.budget, self.stats
@@ -269,7 +279,7 @@ class _Loop:
 
     def _settle_interrupted_turn(self) -> None:
         """Give every unanswered tool_use of the last turn a cancelled result."""
-        if self.turn is not None:
+        if self.turn is not None and self.turn.calls:
             self.turn.fill_cancelled()
             self._record_tool_results(self.turn)
             self.turn = None

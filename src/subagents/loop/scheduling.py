@@ -151,6 +151,8 @@ async def run_tool_calls(
     except asyncio.CancelledError:
         turn.fill_cancelled()
         raise
+    # A call task cancelled on its own (not through us) still owes the model a result.
+    turn.fill_cancelled()
 
 
 async def _run_group(
