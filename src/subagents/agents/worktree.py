@@ -290,13 +290,14 @@ def working_dir_in(info: WorktreeInfo, original_cwd: Path) -> Path:
     return candidate if candidate.is_dir() else info.path
 
 
-def isolated_roots(roots: Sequence[Path], old_cwd: Path, new_cwd: Path) -> tuple[Path, ...]:
-    """File-tool roots for work in ``new_cwd``: the roots holding ``old_cwd`` are replaced.
+def isolated_roots(roots: Sequence[Path], old_cwd: Path, worktree: Path) -> tuple[Path, ...]:
+    """File-tool roots for work in ``worktree``: the roots holding ``old_cwd`` are replaced.
 
-    Additional directories that do not contain the old working directory stay reachable."""
+    Additional directories that do not contain the old working directory stay reachable, so
+    a child confined this way can read and write its worktree but not the main checkout."""
     old = old_cwd.resolve()
     kept = tuple(r for r in roots if not old.is_relative_to(r.resolve()))
-    return (new_cwd, *kept)
+    return (worktree, *kept)
 
 
 def _present(path: Path) -> bool:
@@ -528,6 +529,13 @@ async def _remove_checkout(root: Path, path: Path, branch: str | None) -> None:
         await _git_ok("branch", "-D", branch, cwd=root, what=f"deleting branch {branch}")
 
 
+async def discard_worktree(info: WorktreeInfo) -> None:
+    """Remove a git worktree and its branch whatever they hold: the caller chose to discard."""
+    if info.hook_based or info.repo_root is None:
+        raise WorktreeError(f"{info.path} is not a git worktree made by subagents")
+    await _remove_checkout(info.repo_root, info.path, info.branch)
+
+
 async def settle_orphan(
     info_dict: Mapping[str, Any], *, completed: bool = False
 ) -> WorktreeOutcome:
@@ -595,17 +603,20 @@ def _porcelain_records(text: str) -> list[dict[str, str]]:
     return records
 
 
-async def find_entry(repo_root: Path, path_or_name: str) -> WorktreeEntry:
-    """One of our worktrees by folder path or name; ``WorktreeError`` listing the known ones."""
+async def find_entry(
+    repo_root: Path, path_or_name: str, *, base: Path | None = None
+) -> WorktreeEntry:
+    """One of our worktrees by name or folder (relative to ``base``, default the process cwd);
+    ``WorktreeError`` listing the known ones."""
     entries = await list_worktrees(repo_root)
     wanted = Path(path_or_name)
     for entry in entries:
-        if entry.name == path_or_name or (wanted.is_absolute() and _same(entry.path, wanted)):
+        if entry.name == path_or_name:
             return entry
-    if not wanted.is_absolute():
-        for entry in entries:
-            if _same(entry.path, Path.cwd() / wanted):
-                return entry
+    candidate = wanted if wanted.is_absolute() else (base or Path.cwd()) / wanted
+    for entry in entries:
+        if _same(entry.path, candidate):
+            return entry
     known = ", ".join(e.name for e in entries) or "none"
     raise WorktreeError(f"no subagents worktree {path_or_name!r} in {repo_root} (known: {known})")
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from subagents import __version__
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
-SUBCOMMAND_MODULES = ("agents_cmd", "tasks_cmd", "model_cmd")
+SUBCOMMAND_MODULES = ("agents_cmd", "tasks_cmd", "model_cmd", "worktrees_cmd")
 PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "dontAsk", "plan")
 
 

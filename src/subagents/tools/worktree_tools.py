@@ -1,0 +1,213 @@
+"""``EnterWorktree`` / ``ExitWorktree``: the main session moves into a worktree and back.
+
+Both tools share one ``WorktreeSession`` given at construction (the session builds it once and
+passes it to both), so "one active at a time" and "where to return" live in one place. Entering
+switches the *main agent's* context — ``ctx.cwd`` and ``ctx.roots``, which confine the file
+tools and Bash — to the new worktree; exiting restores what was there before. They are for the
+main session only: definitions never give them to children (``ALWAYS_BLOCKED_FOR_CHILDREN``),
+and the tools refuse a child's call as well, in case a tool list was assembled by hand.
+
+``ExitWorktree(action: "remove")`` refuses to throw work away: uncommitted changes or commits
+beyond the base need ``discard_changes: true``. A refused exit changes nothing (the session
+stays in the worktree); a removal that fails still returns the session to where it was and says
+the worktree was kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from subagents.agents.worktree import (
+    NotAGitRepository,
+    WorktreeError,
+    WorktreeInfo,
+    create_named_worktree,
+    create_with_hooks,
+    discard_worktree,
+    isolated_roots,
+    random_session_name,
+    remove_with_hooks,
+    working_dir_in,
+    worktree_changes,
+)
+from subagents.hooks.config import HookConfig
+from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+
+ENTER_DESCRIPTION = """Creates an isolated git worktree on a new branch from the current HEAD and
+switches this session's working directory into it. Use it when asked to work in a worktree or
+to keep experimental edits away from the main checkout. One worktree can be active at a time;
+call ExitWorktree to return."""
+
+EXIT_DESCRIPTION = """Leaves the worktree entered with EnterWorktree and returns to the previous
+working directory. action "keep" leaves the worktree and its branch on disk; "remove" deletes
+both, and is refused while there are uncommitted changes or new commits unless discard_changes
+is true."""
+
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+@dataclass(kw_only=True)
+class WorktreeSession:
+    """The main session's worktree state, shared by EnterWorktree and ExitWorktree."""
+
+    hooks: HookConfig | None = None
+    """Settings hooks; their WorktreeCreate/WorktreeRemove apply outside a git repository."""
+    session_id: str = ""
+    active: WorktreeInfo | None = None
+    previous_cwd: Path | None = None
+    previous_roots: tuple[Path, ...] = ()
+
+
+class EnterWorktreeInput(ToolInput):
+    name: str | None = Field(
+        default=None,
+        pattern=_NAME_PATTERN,
+        description="Worktree name (letters, digits, '.', '_', '-'); a random one if omitted.",
+    )
+
+
+class ExitWorktreeInput(ToolInput):
+    action: Literal["keep", "remove"] = Field(
+        description='"keep" leaves the worktree on disk; "remove" deletes it and its branch.'
+    )
+    discard_changes: bool = Field(
+        default=False,
+        description="Required true to remove a worktree with uncommitted changes or commits.",
+    )
+
+
+def _main_session_only(tool: str, ctx: ToolContext) -> None:
+    if ctx.agent.parent_agent_id is not None:
+        raise ToolError(f"{tool} is only available to the main session, not to sub-agents.")
+
+
+class EnterWorktreeTool(Tool[EnterWorktreeInput]):
+    """Create a worktree and move the session's working directory into it."""
+
+    name = "EnterWorktree"
+    description = ENTER_DESCRIPTION
+    input_model = EnterWorktreeInput
+
+    def __init__(self, session: WorktreeSession) -> None:
+        self.session = session
+
+    async def call(self, args: EnterWorktreeInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        _main_session_only(self.name, ctx)
+        state = self.session
+        if state.active is not None:
+            raise ToolError(
+                f"Already in worktree {state.active.path}; call ExitWorktree before entering "
+                "another one."
+            )
+        worktree = await self._create(args.name or random_session_name(), ctx)
+        state.active = worktree
+        state.previous_cwd, state.previous_roots = ctx.cwd, ctx.roots
+        ctx.roots = isolated_roots(ctx.roots, ctx.cwd, worktree.path)
+        ctx.cwd = working_dir_in(worktree, ctx.cwd)
+        on_branch = f" on branch {worktree.branch}" if worktree.branch else ""
+        base = f" from {worktree.head_commit[:12]}" if worktree.head_commit else ""
+        return ToolOutput(
+            content=(
+                f"Created worktree at {worktree.path}{on_branch}{base}. The working directory "
+                f"is now {ctx.cwd}; ExitWorktree returns to {state.previous_cwd}."
+            ),
+            metadata=_fields(worktree),
+        )
+
+    async def _create(self, name: str, ctx: ToolContext) -> WorktreeInfo:
+        try:
+            try:
+                return await create_named_worktree(ctx.cwd, name)
+            except NotAGitRepository:
+                return await create_with_hooks(
+                    ctx.cwd,
+                    None,
+                    hooks=self.session.hooks,
+                    name=name,
+                    session_id=self.session.session_id,
+                    processes=ctx.processes,
+                )
+        except WorktreeError as exc:
+            raise ToolError(f"Cannot create a worktree: {exc}") from None
+
+
+class ExitWorktreeTool(Tool[ExitWorktreeInput]):
+    """Return from the active worktree, keeping or removing it."""
+
+    name = "ExitWorktree"
+    description = EXIT_DESCRIPTION
+    input_model = ExitWorktreeInput
+
+    def __init__(self, session: WorktreeSession) -> None:
+        self.session = session
+
+    async def call(self, args: ExitWorktreeInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        _main_session_only(self.name, ctx)
+        worktree = self.session.active
+        if worktree is None:
+            raise ToolError("No worktree is active; EnterWorktree first.")
+        if args.action == "remove" and not args.discard_changes:
+            await self._refuse_if_changed(worktree)
+        previous = self._restore(ctx)
+        if args.action == "keep":
+            return ToolOutput(
+                content=f"Returned to {previous}; kept worktree {worktree.path}"
+                + (f" (branch {worktree.branch})." if worktree.branch else "."),
+                metadata=_fields(worktree),
+            )
+        try:
+            await self._remove(worktree, ctx)
+        except WorktreeError as exc:
+            raise ToolError(
+                f"Returned to {previous}, but the worktree at {worktree.path} could not be "
+                f"removed and was kept: {exc}"
+            ) from None
+        return ToolOutput(content=f"Returned to {previous}; removed worktree {worktree.path}.")
+
+    async def _refuse_if_changed(self, worktree: WorktreeInfo) -> None:
+        """Refuse (changing nothing) when removal would lose work or we cannot tell."""
+        if worktree.hook_based:
+            raise ToolError(
+                f"Cannot check the hook-created worktree {worktree.path} for changes; call "
+                "ExitWorktree with discard_changes: true to remove it anyway, or action: keep."
+            )
+        try:
+            changes = await worktree_changes(worktree.path, worktree.head_commit, worktree.branch)
+        except WorktreeError as exc:
+            raise ToolError(f"Cannot inspect {worktree.path} before removing it: {exc}") from None
+        if changes.any:
+            raise ToolError(
+                f"Refusing to remove worktree {worktree.path}: it has {changes.describe()} that "
+                "would be lost. Call ExitWorktree with discard_changes: true to discard them, "
+                "or with action: keep."
+            )
+
+    def _restore(self, ctx: ToolContext) -> Path:
+        state = self.session
+        previous = state.previous_cwd or ctx.cwd
+        ctx.cwd = previous
+        ctx.roots = state.previous_roots or ctx.roots
+        state.active, state.previous_cwd, state.previous_roots = None, None, ()
+        return previous
+
+    async def _remove(self, worktree: WorktreeInfo, ctx: ToolContext) -> None:
+        if worktree.hook_based:
+            await remove_with_hooks(
+                worktree,
+                hooks=self.session.hooks,
+                session_id=self.session.session_id,
+                processes=ctx.processes,
+            )
+            return
+        await discard_worktree(worktree)
+
+
+def _fields(worktree: WorktreeInfo) -> dict[str, str]:
+    fields = {"worktreePath": str(worktree.path)}
+    if worktree.branch is not None:
+        fields["worktreeBranch"] = worktree.branch
+    return fields
