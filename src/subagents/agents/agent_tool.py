@@ -130,6 +130,12 @@ class AgentTool(Tool[AgentInput]):
             model=args.model,
             mode=args.mode,
         )
+        if runtime.config.parallel_tasks_count > 1 and not args.run_in_background:
+            from subagents.agents.synthesis import run_parallel_with_synthesis as fan_out
+
+            return await fan_out(
+                runtime, ctx, frame, request, runtime.config.parallel_tasks_count, info
+            )
         job = prepare_child(runtime, ctx, frame, request)
         return await run_sync_child(runtime, job, info)
 
