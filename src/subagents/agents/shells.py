@@ -62,8 +62,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-NotifyFn = Callable[[str, InboxItem], None]
-"""``notify(owner_agent_id, item)``: put ``item`` into that agent's inbox."""
+NotifyFn = Callable[[str, InboxItem], object]
+"""``notify(owner_agent_id, item)``: put ``item`` into that agent's inbox (result ignored)."""
 
 DEFAULT_MAX_LIFETIME_S = 60 * 60.0
 DEFAULT_STALL_S = 45.0
