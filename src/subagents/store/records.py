@@ -1,0 +1,463 @@
+"""The sidecar record of one child run (schema version 2) and its public view.
+
+A sidecar is the durable truth about a child: who started it (parent session, project, tool call),
+what it was configured with (a frozen snapshot, so ``resume_from`` never re-reads a definition
+that changed since), where it stands (status, activity, owner process) and how it ended (result,
+stats, worktree). Records are immutable values: a store changes one by writing a new version
+(``apply_changes``), which keeps cached copies safe to hand out.
+
+JSON keys are camelCase (``agentId``, ``lastActiveAt``); times are epoch seconds (floats).
+Older schema versions are read through ``subagents.store.migrations``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, cast, get_args
+
+from subagents.store.errors import InvalidRecordError, TerminalStatusError
+from subagents.store.process_identity import ProcessIdentity
+
+SCHEMA_VERSION = 2
+
+AgentStatus = Literal["running", "completed", "failed", "killed"]
+RestartRecovery = Literal["completed", "interrupted", "failed"]
+WorktreeOutcome = Literal["active", "kept", "removed"]
+
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "killed"})
+
+IMMUTABLE_FIELDS: frozenset[str] = frozenset(
+    {"schema_version", "agent_id", "session_id", "project_path", "created_at"}
+)
+"""Fields ``update`` refuses to change: identity and the access-control key (session, project)."""
+
+_REQUIRED: Any = object()
+
+
+@dataclass(kw_only=True, frozen=True)
+class _Reader:
+    """Typed access to one JSON object; every error names the source file and the field."""
+
+    data: Mapping[str, Any]
+    source: str
+    where: str
+
+    def _fail(self, key: str, expected: str, value: Any) -> InvalidRecordError:
+        shown = repr(value)[:60]
+        return InvalidRecordError(
+            f"{self.source}: {self.where}.{key}: expected {expected}, got {shown}"
+        )
+
+    def get(self, key: str, check: Callable[[Any], bool], expected: str, default: Any) -> Any:
+        if key not in self.data:
+            if default is _REQUIRED:
+                raise InvalidRecordError(f"{self.source}: {self.where}.{key}: missing")
+            return default
+        value = self.data[key]
+        if not check(value):
+            raise self._fail(key, expected, value)
+        return value
+
+    def str_(self, key: str, default: Any = _REQUIRED) -> str:
+        return cast(str, self.get(key, _is_str, "a string", default))
+
+    def opt_str(self, key: str) -> str | None:
+        return cast("str | None", self.get(key, _opt(_is_str), "a string or null", None))
+
+    def int_(self, key: str, default: Any = _REQUIRED) -> int:
+        return cast(int, self.get(key, _is_int, "an integer >= 0", default))
+
+    def opt_int(self, key: str) -> int | None:
+        return cast("int | None", self.get(key, _opt(_is_int), "an integer or null", None))
+
+    def float_(self, key: str, default: Any = _REQUIRED) -> float:
+        return float(self.get(key, _is_number, "a number", default))
+
+    def opt_float(self, key: str) -> float | None:
+        value = self.get(key, _opt(_is_number), "a number or null", None)
+        return None if value is None else float(value)
+
+    def bool_(self, key: str, default: Any = _REQUIRED) -> bool:
+        return cast(bool, self.get(key, _is_bool, "true or false", default))
+
+    def choice(self, key: str, allowed: tuple[Any, ...], default: Any = _REQUIRED) -> Any:
+        return self.get(key, lambda v: v in allowed, f"one of {list(allowed)}", default)
+
+    def obj(self, key: str, *, optional: bool = False) -> _Reader | None:
+        value = self.get(key, _opt(_is_obj) if optional else _is_obj, "an object", None)
+        where = f"{self.where}.{key}"
+        return None if value is None else _Reader(data=value, source=self.source, where=where)
+
+    def child(self, key: str) -> _Reader:
+        """A nested object that may be missing: read as empty so its fields take defaults."""
+        value = self.get(key, _is_obj, "an object", {})
+        return _Reader(data=value, source=self.source, where=f"{self.where}.{key}")
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_obj(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def _opt(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or check(value)
+
+
+@dataclass(kw_only=True, frozen=True)
+class Lineage:
+    """Where a run comes from: ``resume_from`` makes a new id, linked here to its source."""
+
+    root_agent_id: str
+    """The first run of the chain (the run's own id when it was not resumed)."""
+    resumed_from: str | None = None
+    """The terminal run this one continues, or None for a fresh run."""
+    resume_depth: int = 0
+    """How many resumes separate this run from the root."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rootAgentId": self.root_agent_id,
+            "resumedFrom": self.resumed_from,
+            "resumeDepth": self.resume_depth,
+        }
+
+    @classmethod
+    def read(cls, r: _Reader) -> Lineage:
+        return cls(
+            root_agent_id=r.str_("rootAgentId"),
+            resumed_from=r.opt_str("resumedFrom"),
+            resume_depth=r.int_("resumeDepth", 0),
+        )
+
+
+@dataclass(kw_only=True, frozen=True)
+class ConfigSnapshot:
+    """The child's configuration frozen at start; a resume runs with exactly this."""
+
+    model: str = ""
+    permission_mode: str = "default"
+    tools: tuple[str, ...] | None = None
+    """Tool names the child may use; None means it inherited the parent's set."""
+    system_prompt: str = ""
+    max_turns: int | None = None
+    isolation: str | None = None
+    definition_source: str = ""
+    """Where the agent definition came from (built-in, user, project, cli)."""
+    definition_path: str | None = None
+    thinking: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "permissionMode": self.permission_mode,
+            "tools": None if self.tools is None else list(self.tools),
+            "systemPrompt": self.system_prompt,
+            "maxTurns": self.max_turns,
+            "isolation": self.isolation,
+            "definitionSource": self.definition_source,
+            "definitionPath": self.definition_path,
+            "thinking": self.thinking,
+        }
+
+    @classmethod
+    def read(cls, r: _Reader) -> ConfigSnapshot:
+        tools = r.get("tools", _opt(_is_str_list), "a list of strings or null", None)
+        return cls(
+            model=r.str_("model", ""),
+            permission_mode=r.str_("permissionMode", "default"),
+            tools=None if tools is None else tuple(tools),
+            system_prompt=r.str_("systemPrompt", ""),
+            max_turns=r.opt_int("maxTurns"),
+            isolation=r.opt_str("isolation"),
+            definition_source=r.str_("definitionSource", ""),
+            definition_path=r.opt_str("definitionPath"),
+            thinking=r.get("thinking", _opt(_is_obj), "an object or null", None),
+        )
+
+
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
+
+
+@dataclass(kw_only=True, frozen=True)
+class RunResult:
+    """How the run ended: final text, the loop's end reason and any error message."""
+
+    text: str = ""
+    reason: str = ""
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "reason": self.reason, "error": self.error}
+
+    @classmethod
+    def read(cls, r: _Reader) -> RunResult:
+        return cls(text=r.str_("text", ""), reason=r.str_("reason", ""), error=r.opt_str("error"))
+
+
+@dataclass(kw_only=True, frozen=True)
+class TokenUsage:
+    """The four token counters, summed over the run."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+        }
+
+    @classmethod
+    def read(cls, r: _Reader) -> TokenUsage:
+        return cls(**{name: r.int_(name, 0) for name in cls().to_dict()})
+
+
+@dataclass(kw_only=True, frozen=True)
+class RunStats:
+    """Counters written once, at the terminal state (SPEC §8)."""
+
+    num_turns: int = 0
+    total_tool_use_count: int = 0
+    total_tokens: int = 0
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    total_duration_ms: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "numTurns": self.num_turns,
+            "totalToolUseCount": self.total_tool_use_count,
+            "totalTokens": self.total_tokens,
+            "usage": self.usage.to_dict(),
+            "totalDurationMs": self.total_duration_ms,
+        }
+
+    @classmethod
+    def read(cls, r: _Reader) -> RunStats:
+        return cls(
+            num_turns=r.int_("numTurns", 0),
+            total_tool_use_count=r.int_("totalToolUseCount", 0),
+            total_tokens=r.int_("totalTokens", 0),
+            usage=TokenUsage.read(r.child("usage")),
+            total_duration_ms=r.int_("totalDurationMs", 0),
+        )
+
+
+@dataclass(kw_only=True, frozen=True)
+class WorktreeInfo:
+    """The child's isolated worktree; ``outcome`` is ``active`` until the run ends."""
+
+    path: str
+    branch: str
+    outcome: WorktreeOutcome = "active"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "branch": self.branch, "outcome": self.outcome}
+
+    @classmethod
+    def read(cls, r: _Reader) -> WorktreeInfo:
+        return cls(
+            path=r.str_("path"),
+            branch=r.str_("branch"),
+            outcome=r.choice("outcome", get_args(WorktreeOutcome), "active"),
+        )
+
+
+@dataclass(kw_only=True, frozen=True)
+class SidecarRecord:
+    """One child run's durable record (schema version 2); see the module docstring."""
+
+    schema_version: int = SCHEMA_VERSION
+    agent_id: str
+    agent_type: str
+    description: str = ""
+    prompt: str = ""
+    status: AgentStatus = "running"
+    session_id: str
+    """The parent session: with ``project_path``, the key that decides who may see this run."""
+    project_path: str
+    """The canonical project path (symlinks resolved) the run belongs to."""
+    parent_agent_id: str | None = None
+    is_background: bool = False
+    tool_use_id: str | None = None
+    """The parent's tool call that started this run (durable identity of the Agent call)."""
+    lineage: Lineage
+    config: ConfigSnapshot = field(default_factory=ConfigSnapshot)
+    created_at: float
+    last_active_at: float
+    ended_at: float | None = None
+    process: ProcessIdentity | None = None
+    """The owner process while running, so a reused PID is not taken for the owner."""
+    result: RunResult = field(default_factory=RunResult)
+    stats: RunStats = field(default_factory=RunStats)
+    worktree: WorktreeInfo | None = None
+    output_path: str | None = None
+    """Where the full final report is saved (the inline copy is capped)."""
+    transcript_path: str | None = None
+    notified: bool = False
+    """The parent's completion notification was queued (so a restart does not queue it twice)."""
+    stop_requested: bool = False
+    restart_recovery: RestartRecovery | None = None
+    """Set by orphan reconciliation; ``failed`` means history could not be verified."""
+    resumable: bool = False
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form written to disk (camelCase keys, nested objects as dicts)."""
+        return {
+            "schemaVersion": self.schema_version,
+            "agentId": self.agent_id,
+            "agentType": self.agent_type,
+            "description": self.description,
+            "prompt": self.prompt,
+            "status": self.status,
+            "sessionId": self.session_id,
+            "projectPath": self.project_path,
+            "parentAgentId": self.parent_agent_id,
+            "isBackground": self.is_background,
+            "toolUseId": self.tool_use_id,
+            "lineage": self.lineage.to_dict(),
+            "config": self.config.to_dict(),
+            "createdAt": self.created_at,
+            "lastActiveAt": self.last_active_at,
+            "endedAt": self.ended_at,
+            "process": None if self.process is None else self.process.to_dict(),
+            "result": self.result.to_dict(),
+            "stats": self.stats.to_dict(),
+            "worktree": None if self.worktree is None else self.worktree.to_dict(),
+            "outputPath": self.output_path,
+            "transcriptPath": self.transcript_path,
+            "notified": self.notified,
+            "stopRequested": self.stop_requested,
+            "restartRecovery": self.restart_recovery,
+            "resumable": self.resumable,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "<sidecar>") -> SidecarRecord:
+        """Parse a version-2 dict; older versions go through ``migrations.load_record``."""
+        r = _Reader(data=data, source=source, where="sidecar")
+        if r.get("schemaVersion", _is_int, "an integer", _REQUIRED) != SCHEMA_VERSION:
+            raise InvalidRecordError(f"{source}: sidecar.schemaVersion: expected {SCHEMA_VERSION}")
+        return cls(**_identity_fields(r), **_state_fields(r))
+
+
+def _identity_fields(r: _Reader) -> dict[str, Any]:
+    lineage = r.obj("lineage")
+    assert lineage is not None
+    return {
+        "agent_id": r.str_("agentId"),
+        "agent_type": r.str_("agentType"),
+        "description": r.str_("description", ""),
+        "prompt": r.str_("prompt", ""),
+        "session_id": r.str_("sessionId"),
+        "project_path": r.str_("projectPath"),
+        "parent_agent_id": r.opt_str("parentAgentId"),
+        "is_background": r.bool_("isBackground", False),
+        "tool_use_id": r.opt_str("toolUseId"),
+        "lineage": Lineage.read(lineage),
+        "config": ConfigSnapshot.read(r.child("config")),
+        "created_at": r.float_("createdAt"),
+    }
+
+
+def _state_fields(r: _Reader) -> dict[str, Any]:
+    process = r.obj("process", optional=True)
+    worktree = r.obj("worktree", optional=True)
+    try:
+        owner = None if process is None else ProcessIdentity.from_dict(dict(process.data))
+    except ValueError as exc:
+        raise InvalidRecordError(f"{r.source}: sidecar.{exc}") from exc
+    return {
+        "status": r.choice("status", get_args(AgentStatus)),
+        "last_active_at": r.float_("lastActiveAt"),
+        "ended_at": r.opt_float("endedAt"),
+        "process": owner,
+        "result": RunResult.read(r.child("result")),
+        "stats": RunStats.read(r.child("stats")),
+        "worktree": None if worktree is None else WorktreeInfo.read(worktree),
+        "output_path": r.opt_str("outputPath"),
+        "transcript_path": r.opt_str("transcriptPath"),
+        "notified": r.bool_("notified", False),
+        "stop_requested": r.bool_("stopRequested", False),
+        "restart_recovery": r.choice("restartRecovery", (*get_args(RestartRecovery), None), None),
+        "resumable": r.bool_("resumable", False),
+    }
+
+
+_PRIVATE_KEYS = ("prompt", "config", "projectPath", "process", "transcriptPath", "worktree")
+
+
+def public_view(record: SidecarRecord) -> dict[str, Any]:
+    """What a parent or a user may be shown of a run (SPEC §9).
+
+    Omitted: the prompt, the config snapshot (system prompt, tools, model settings), the
+    workspace (project path, transcript path holding the messages, worktree internals) and the
+    owner's process identity. A *kept* worktree is named by ``worktreePath`` and
+    ``worktreeBranch``, because the parent needs them to collect the child's changes.
+    """
+    view = record.to_dict()
+    for key in _PRIVATE_KEYS:
+        view.pop(key, None)
+    if record.worktree is not None and record.worktree.outcome == "kept":
+        view["worktreePath"] = record.worktree.path
+        view["worktreeBranch"] = record.worktree.branch
+    return view
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(SidecarRecord))
+
+
+def apply_changes(
+    record: SidecarRecord, changes: Mapping[str, Any], *, now: float
+) -> SidecarRecord:
+    """The record after ``changes`` (field names), validated as a whole or refused as a whole.
+
+    Shared by every store so they agree on the rules: identity fields never change, and a
+    terminal status is final (the store refuses, rather than trusting every caller, because a
+    late activity write racing a kill must not resurrect the run). Entering a terminal status
+    stamps ``ended_at`` unless the change sets it.
+    """
+    where = f"update of agent {record.agent_id}"
+    unknown = sorted(set(changes) - _FIELD_NAMES)
+    if unknown:
+        raise InvalidRecordError(f"{where}: unknown field(s) {unknown}")
+    frozen = sorted(k for k in set(changes) & IMMUTABLE_FIELDS if changes[k] != getattr(record, k))
+    if frozen:
+        raise InvalidRecordError(f"{where}: field(s) {frozen} cannot change")
+    status = changes.get("status", record.status)
+    if record.is_terminal and status != record.status:
+        raise TerminalStatusError(
+            f"agent {record.agent_id} is {record.status} (terminal); refusing status {status!r}"
+        )
+    updates = dict(changes)
+    if status in TERMINAL_STATUSES and not record.is_terminal and "ended_at" not in updates:
+        updates["ended_at"] = now
+    try:
+        data = replace(record, **updates).to_dict()
+    except (AttributeError, TypeError) as exc:
+        raise InvalidRecordError(f"{where}: {sorted(changes)}: {exc}") from exc
+    return SidecarRecord.from_dict(data, source=where)
