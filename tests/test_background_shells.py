@@ -310,3 +310,26 @@ async def test_bash_tool_seam(
     await eventually(lambda: bool(notes))
     assert "via-tool" in notes[0][1].text and "tool run" in notes[0][1].text
     assert os.path.exists(output.metadata["output_file"])
+
+
+async def test_task_stopped_while_spawning_never_runs(
+    manager: BackgroundShellManager, notes: Notes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kill that lands during the spawn's await wins: the started process is killed at once."""
+    spawn = asyncio.create_subprocess_exec
+    pids: list[int] = []
+
+    async def spawn_then_get_killed(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        proc = await spawn(*args, **kwargs)
+        pids.append(proc.pid)
+        [task] = manager.registry.list()
+        await manager.registry.kill(task.id)
+        return proc
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn_then_get_killed)
+    ctx = make_ctx(tmp_path)
+    with pytest.raises(ToolError, match="stopped before it started"):
+        await manager.start("sleep 300", ctx, "x")
+    [task] = manager.registry.list()
+    assert task.status == "killed" and notes == []
+    assert not pid_alive(pids[0]) and ctx.processes.groups == frozenset()

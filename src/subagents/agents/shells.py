@@ -142,7 +142,12 @@ class BackgroundShellManager:
         task.extra["command"] = command
         proc = await self._spawn_for(task, command, ctx)
         ctx.processes.add(proc.pid)
-        self.registry.start(task.id)
+        if not self.registry.start(task.id):
+            # Stopped (TaskStop, shutdown) while the process was being spawned.
+            kill_group(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            ctx.processes.discard(proc.pid)
+            raise ToolError(f"Background task {task.id} was stopped before it started")
         task.extra.update(pid=proc.pid, pgid=proc.pid)
         shell = _Shell(
             task=task,
