@@ -53,6 +53,8 @@ class RuntimeConfig:
     progress_after_ms: int = 2_000
     agent_result_cap: int = 100_000
     tool_concurrency: int = 10
+    force_async: bool = False
+    """Run every child in the background (coordinator mode)."""
     parallel_tasks_count: int = 1
     """Copies of each plain sync delegation, merged by a synthesis agent (SPEC §14)."""
 
@@ -69,6 +71,7 @@ class RuntimeConfig:
             stall_timeout_ms=_int(env, "SUBAGENTS_ASYNC_AGENT_STALL_TIMEOUT_MS", 600_000),
             task_max_output=output,
             tool_concurrency=max(1, _int(env, "SUBAGENTS_MAX_TOOL_CONCURRENCY", 10)),
+            force_async=_flag(env, ("SUBAGENTS_FORCE_ASYNC",), default=False),
             parallel_tasks_count=max(1, _int(env, "SUBAGENTS_PARALLEL_TASKS_COUNT", 1)),
             print_bg_wait_ms=_int(env, "SUBAGENTS_PRINT_BG_WAIT_MS", 600_000),
             fork_enabled=_flag(

@@ -18,11 +18,15 @@ from typing import Any
 
 from subagents.abort import AbortSignal
 from subagents.agents.agent_tool import AgentTool
+from subagents.agents.background import BackgroundAgentManager
 from subagents.agents.definitions import DefinitionSet, load_definitions
 from subagents.agents.project_context import load_project_context
 from subagents.agents.prompts import main_system_prompt
 from subagents.agents.runner import AgentJob, AgentRun, run_agent
 from subagents.agents.runtime import AgentFrame, AgentRuntime
+from subagents.agents.shells import BackgroundShellManager
+from subagents.agents.tasks import TaskRegistry
+from subagents.agents.verification import install_verification
 from subagents.config import RuntimeConfig
 from subagents.events import (
     AgentRef,
@@ -47,6 +51,8 @@ from subagents.settings import Settings, load_settings
 from subagents.state import ProjectState, canonical_project
 from subagents.store.transcript import read_messages
 from subagents.tools.base import Tool, ToolContext
+from subagents.tools.task_output import TaskOutputTool
+from subagents.tools.task_stop import TaskStopTool
 
 SUBTYPES = {
     "completed": "success",
@@ -90,6 +96,9 @@ class SessionOptions:
     """Answers permission ``ask``s; without one, asks are denied (headless behaviour)."""
     load_settings: bool = True
     """Read Claude Code / subagents settings files (permissions, hooks)."""
+    background_wait_ms: int | None = None
+    """How long the main agent waits for background children after its final answer
+    (default ``SUBAGENTS_PRINT_BG_WAIT_MS``, 10 min; 0 = do not wait)."""
 
 
 @dataclass(kw_only=True)
@@ -146,6 +155,18 @@ class Session:
         self.permissions = self._permissions(self.settings)
         self.runtime.permissions = self.permissions
         self.runtime.hooks = self._hooks(self.settings)
+        self.verification = install_verification(self.runtime, self.inbox)
+        self.registry = TaskRegistry()
+        self.background = BackgroundAgentManager(
+            self.runtime,
+            registry=self.registry,
+            tasks_dir=self.state.tasks_dir,
+            root_inbox=self.inbox,
+        )
+        self.runtime.background = self.background
+        self.runtime.shells = BackgroundShellManager(
+            self.registry, self.state.tasks_dir, self.background.notify
+        )
 
     def _load_settings(self) -> Settings:
         if not self.options.load_settings:
@@ -232,7 +253,7 @@ class Session:
         from subagents.tools import core_tools
 
         agent = AgentTool(background_available=not self.config.background_disabled)
-        return [agent, *core_tools()]
+        return [agent, *core_tools(), TaskOutputTool(), TaskStopTool()]
 
     def _history(self, prompt: str) -> list[Message]:
         messages: list[Message] = []
@@ -312,14 +333,33 @@ class Session:
             extra = await hooks.session_start("resume" if self.options.resume else "startup")
             if extra:
                 messages[-1] = user_message(f"{prompt}\n\n{extra}")
+        self._wait_for_background(ref.agent_id)
         try:
             outcome = await run_agent(job)
         finally:
+            await self._shutdown()
             if hooks is not None:
                 await hooks.session_end("other")
         result = self._result(outcome, int((time.monotonic() - started) * 1000))
         self.emit(ResultEvent(payload=result.payload))
         return result
+
+    def _wait_for_background(self, main_id: str) -> None:
+        """After its final answer the main agent waits (bounded) for its background children,
+        so their notifications are delivered before the run ends."""
+        wait_ms = self.options.background_wait_ms
+        if wait_ms is None:
+            wait_ms = self.config.print_bg_wait_ms
+        if wait_ms <= 0:
+            return
+        self.inbox.expecting = lambda: bool(self.background.running_background())
+        self.inbox.wait_deadline = time.monotonic() + wait_ms / 1000
+        self.registry.on_terminal(lambda _task: self.inbox.wake())
+
+    async def _shutdown(self) -> None:
+        """Shutdown kills every task still running: background agents and shells."""
+        await self.background.shutdown()
+        await self.runtime.shells.shutdown()
 
     def _caller(self) -> ModelCaller:
         return self.runtime.caller(self.model)

@@ -13,18 +13,17 @@ every process it started is dead before the call returns.
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
+from subagents.agents.background import BackgroundAgentManager
+from subagents.agents.background import completed_output as completed_output
 from subagents.agents.child import ChildRequest, prepare_child
 from subagents.agents.fork import FORK_AGENT_TYPE, FORK_IN_FORK_ERROR, prepare_fork
-from subagents.agents.lifecycle import run_child
-from subagents.agents.runner import AgentJob, AgentRun
+from subagents.agents.runner import AgentJob
 from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.agents.schema import AgentDefinition
-from subagents.events import ProgressEvent
 from subagents.models.base import ToolSchema
 from subagents.tools.base import (
     CallInfo,
@@ -116,28 +115,53 @@ class AgentTool(Tool[AgentInput]):
             raise ToolError(FORK_IN_FORK_ERROR)
         if wants_fork(args.subagent_type, runtime):
             _check_limits(runtime, frame)
+            background = self._background(args, None, runtime)
             job = prepare_fork(
-                runtime, ctx, frame, prompt=args.prompt, description=args.description
+                runtime,
+                ctx,
+                frame,
+                prompt=args.prompt,
+                description=args.description,
+                background=background,
             )
-            return await run_sync_child(runtime, job, info)
+            return await self._run(runtime, job, info, background)
         definition = resolve_definition(runtime, args.subagent_type)
         _check_permission(runtime, definition)
         _check_limits(runtime, frame)
+        background = self._background(args, definition, runtime)
         request = ChildRequest(
             definition=definition,
             prompt=args.prompt,
             description=args.description,
             model=args.model,
             mode=args.mode,
+            background=background,
         )
-        if runtime.config.parallel_tasks_count > 1 and not args.run_in_background:
+        if runtime.config.parallel_tasks_count > 1 and not background:
             from subagents.agents.synthesis import run_parallel_with_synthesis as fan_out
 
             return await fan_out(
                 runtime, ctx, frame, request, runtime.config.parallel_tasks_count, info
             )
         job = prepare_child(runtime, ctx, frame, request)
+        return await self._run(runtime, job, info, background)
+
+    async def _run(
+        self, runtime: AgentRuntime, job: AgentJob, info: CallInfo, background: bool
+    ) -> ToolOutput:
+        if background:
+            return launch_background_child(runtime, job)
         return await run_sync_child(runtime, job, info)
+
+    def _background(
+        self, args: AgentInput, definition: AgentDefinition | None, runtime: AgentRuntime
+    ) -> bool:
+        """``run_in_background``, a ``background: true`` definition, or force-async — unless
+        background tasks are disabled (then everything runs in the foreground)."""
+        if runtime.config.background_disabled or not self.background_available:
+            return False
+        wanted = bool(args.run_in_background) or runtime.config.force_async
+        return wanted or bool(definition is not None and definition.background)
 
     def _check_environment(self, args: AgentInput, frame: AgentFrame) -> None:
         if args.cwd and args.isolation:
@@ -202,99 +226,15 @@ def _check_limits(runtime: AgentRuntime, frame: AgentFrame) -> None:
 
 
 async def run_sync_child(runtime: AgentRuntime, job: AgentJob, info: CallInfo) -> ToolOutput:
-    """Run a child in the foreground: the parent waits, with progress while it takes long."""
-    run = job.run
-    runtime.register(run)
-    runtime.running_children += 1
-    task = asyncio.create_task(
-        run_child(runtime, job), name=f"agent:{run.agent_type}:{run.agent_id}"
-    )
-    try:
-        await _await_with_progress(runtime, task, run, job)
-    except asyncio.CancelledError:
-        if not _being_cancelled():
-            # The child's task was cancelled, not us: it counts as killed, we go on.
-            run.status, run.reason = "killed", "cancelled"
-            return completed_output(run)
-        job.ctx.abort.abort("parent aborted")
-        await asyncio.gather(task, return_exceptions=True)
-        raise
-    finally:
-        runtime.running_children -= 1
-        for callback in runtime.on_child_done:
-            callback(run)
-    return completed_output(run)
+    """Run a child in the foreground (the parent waits; it may be auto-backgrounded)."""
+    manager = runtime.background
+    if not isinstance(manager, BackgroundAgentManager):
+        raise ToolError("The Agent tool needs a session runtime; run it inside a Session")
+    return await manager.run_foreground(job, info)
 
 
-def _being_cancelled() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-async def _await_with_progress(
-    runtime: AgentRuntime, task: asyncio.Task[Any], run: AgentRun, job: AgentJob
-) -> None:
-    delay = runtime.config.progress_after_ms / 1000
-    done, _ = await asyncio.wait({task}, timeout=delay)
-    while not done:
-        emit_progress(job, run)
-        done, _ = await asyncio.wait({task}, timeout=1.0)
-    task.result()
-
-
-def emit_progress(job: AgentJob, run: AgentRun) -> None:
-    stats = run.stats
-    job.ctx.emit(
-        ProgressEvent(
-            agent=run.ref,
-            subtype="agent_progress",
-            data={
-                "description": run.description,
-                "tool_use_count": stats.tool_use_count,
-                "total_tokens": stats.usage.total,
-                "latest_input_tokens": stats.latest_input_tokens,
-                "recent_activities": list(stats.activities),
-                "elapsed_ms": run_elapsed_ms(run),
-            },
-        )
-    )
-
-
-def run_elapsed_ms(run: AgentRun) -> int:
-    import time
-
-    return int((time.monotonic() - run.started) * 1000)
-
-
-def completed_payload(run: AgentRun) -> dict[str, Any]:
-    return {
-        "status": "completed",
-        "prompt": run.prompt,
-        "content": [{"type": "text", "text": run.result_text}],
-        "totalToolUseCount": run.stats.tool_use_count,
-        "totalDurationMs": run.duration_ms,
-        "totalTokens": run.stats.usage.total,
-        "agentId": run.agent_id,
-        "agentType": run.agent_type,
-        "model": run.model,
-    }
-
-
-def completed_output(run: AgentRun) -> ToolOutput:
-    payload = completed_payload(run)
-    trailer = (
-        f"[agentId: {run.agent_id} · type: {run.agent_type} · tool uses: "
-        f"{run.stats.tool_use_count} · tokens: {run.stats.usage.total} · "
-        f"duration: {run.duration_ms} ms]"
-    )
-    if run.status == "completed":
-        return ToolOutput(content=f"{run.result_text}\n\n{trailer}", metadata=payload)
-    reason = run.error or run.reason
-    partial = f"\n\nPartial report:\n{run.result_text}" if run.result_text else ""
-    payload["status"] = run.status
-    headline = f"Agent {run.agent_type} ended without completing ({reason})."
-    return ToolOutput(
-        content=f"{headline}{partial}\n\n{trailer}",
-        is_error=True,
-        metadata=payload,
-    )
+def launch_background_child(runtime: AgentRuntime, job: AgentJob) -> ToolOutput:
+    manager = runtime.background
+    if not isinstance(manager, BackgroundAgentManager):
+        raise ToolError("The Agent tool needs a session runtime; run it inside a Session")
+    return manager.launch(job)

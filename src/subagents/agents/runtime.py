@@ -70,6 +70,10 @@ class AgentRuntime:
     """The session's permission engine (``subagents.permissions``), when configured."""
     hooks: Any = None
     """The session's hook engine (``subagents.hooks``), when configured."""
+    background: Any = None
+    """The session's ``BackgroundAgentManager`` (every child is one of its tasks)."""
+    shells: Any = None
+    """The session's ``BackgroundShellManager`` (``Bash(run_in_background=true)``)."""
     agents: list[AgentRun] = field(default_factory=list)
     running_children: int = 0
     sink: EventSink = discard
@@ -95,6 +99,14 @@ class AgentRuntime:
 
     def transcript_for(self, agent_id: str) -> Path | None:
         return self.state.agent_transcript(agent_id) if self.transcripts else None
+
+    async def start_background_shell(self, command: str, ctx: Any, description: str | None) -> Any:
+        """The Bash tool's seam for ``run_in_background``."""
+        if self.shells is None or self.config.background_disabled:
+            from subagents.tools.base import ToolError
+
+            raise ToolError("Background shells are disabled in this session")
+        return await self.shells.start(command, ctx, description)
 
     def context_block(self, *, read_only: bool) -> str:
         if self.project_context is None:

@@ -146,12 +146,17 @@ class TaskRegistry:
         owner_agent_id: str,
         session_id: str,
         output_dir: Path | None = None,
+        task_id: str | None = None,
     ) -> TaskState:
-        """Register a new ``pending`` task; with ``output_dir``, create its output file too."""
+        """Register a new ``pending`` task; with ``output_dir``, create its output file too.
+
+        ``task_id`` lets a child agent's task carry the agent's own (already drawn) id."""
         if type not in TASK_TYPES:
             raise ValueError(f"Unknown task type {type!r}; expected one of {sorted(TASK_TYPES)}")
         self.evict_expired()
-        task_id = self._fresh_id(type)
+        if task_id is not None and (not ids.is_valid_id(task_id) or task_id in self._tasks):
+            raise ValueError(f"task id {task_id!r} is malformed or already registered")
+        task_id = task_id or self._fresh_id(type)
         output_path = open_output_file(output_dir, task_id) if output_dir is not None else None
         task = TaskState(
             id=task_id,

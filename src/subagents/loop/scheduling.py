@@ -223,7 +223,7 @@ async def _authorize(
         return args, result.message or f"Permission to use {tool.name} was denied.", extra
     if result.updated_input is not None:
         args = tool.input_model.model_validate(result.updated_input)
-    if ctx.can_use_tool is not None:
+    if ctx.can_use_tool is not None and tool.requires_permission:
         decision = await ctx.can_use_tool(tool, args, ctx)
         if decision.behavior != "allow":
             return args, decision.message or f"Permission to use {tool.name} was denied.", extra

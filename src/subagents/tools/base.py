@@ -104,6 +104,8 @@ class Tool(ABC, Generic[InputT]):
     input_model: ClassVar[type[BaseModel]]
     aliases: ClassVar[tuple[str, ...]] = ()
     max_result_chars: ClassVar[int] = 30_000
+    requires_permission: ClassVar[bool] = True
+    """False for tools that only steer the runtime (TaskStop): rules and modes do not apply."""
 
     _schema_cache: ClassVar[dict[type[Any], ToolSchema]] = {}
 

@@ -1,0 +1,465 @@
+"""``BackgroundAgentManager``: every child as a task — foreground, background, auto-backgrounded.
+
+Each child is registered as a ``local_agent`` task whose id is the agent id, so anything running
+can be listed, waited for (TaskOutput) and stopped (TaskStop), whichever path it took:
+
+* foreground: the parent waits; a child still running after ``auto_background_ms`` is moved to
+  the background (its abort signal is unlinked from the parent's, its permission prompts become
+  auto-denied) and the parent gets ``async_launched`` and goes on;
+* background: the tool returns ``async_launched`` at once; the child has its own abort signal,
+  so it survives the parent's interrupt and stops only by TaskStop or shutdown. A background
+  child that makes no progress for ``stall_timeout_ms`` is failed with its partial result.
+
+When a child ends, ``_finalize`` runs exactly once: the full report goes to the task's output
+file, the task reaches its terminal status (one transition, guarded by the registry), and — for a
+background child — one notification is queued in the parent's inbox (its id is derived from the
+child's id, and the registry's ``notified`` flag is claimed first, so it is delivered once). The
+parent reads it at its next boundary, never in the middle of a model output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from subagents.abort import LinkedAbortSignal
+from subagents.agents.lifecycle import run_child
+from subagents.agents.notifications import AgentNotice, notification_id, render_notification
+from subagents.agents.runner import AgentJob, AgentRun
+from subagents.agents.runtime import AgentFrame, AgentRuntime
+from subagents.agents.tasks import TaskRegistry, TaskState, UnknownTaskError
+from subagents.agents.verification import VERIFICATION_AGENT_TYPE, verification_metadata
+from subagents.events import NotificationEvent, ProgressEvent
+from subagents.loop.inbox import Inbox, InboxItem
+from subagents.loop.query import LoopOutcome
+from subagents.tools.base import CallInfo, ToolError, ToolOutput
+
+log = logging.getLogger(__name__)
+
+KILL_WAIT_S = 5.0
+
+
+@dataclass(kw_only=True)
+class _Child:
+    job: AgentJob
+    task: asyncio.Task[LoopOutcome]
+    state: TaskState
+    background: bool
+    activity: tuple[int, int, int] = (0, 0, 0)
+    last_progress: float = field(default_factory=time.monotonic)
+    stalled_ms: int | None = None
+    finalized: bool = False
+    supervisor: asyncio.Task[None] | None = None
+
+    @property
+    def run(self) -> AgentRun:
+        return self.job.run
+
+
+class BackgroundAgentManager:
+    """Launches, watches, notifies and stops the children of one session."""
+
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        *,
+        registry: TaskRegistry,
+        tasks_dir: Path,
+        root_inbox: Inbox,
+    ) -> None:
+        self.runtime = runtime
+        self.registry = registry
+        self.tasks_dir = tasks_dir
+        self.root_inbox = root_inbox
+        self.inboxes: dict[str, Inbox] = {}
+        self.names: dict[str, str] = {}
+        self._children: dict[str, _Child] = {}
+        self.on_finalized: list[Callable[[AgentRun, TaskState], None]] = []
+        registry.register_kind("local_agent", self._kill)
+
+    # -- registration ----------------------------------------------------------------------
+
+    def notify(self, owner_agent_id: str, item: InboxItem) -> None:
+        """Deliver into the owner's inbox, or the root's when the owner has ended."""
+        inbox = self.inboxes.get(owner_agent_id, self.root_inbox)
+        inbox.put(item)
+
+    def running_background(self) -> list[TaskState]:
+        return [c.state for c in self._children.values() if c.background and not c.finalized]
+
+    # -- the two paths ---------------------------------------------------------------------
+
+    def launch(self, job: AgentJob, *, name: str | None = None) -> ToolOutput:
+        """Start a background child and return ``async_launched`` at once."""
+        child = self._start(job, background=True, name=name)
+        child.supervisor = asyncio.create_task(
+            self._supervise(child), name=f"supervise:{job.run.agent_id}"
+        )
+        return self._launched_output(child, auto=False)
+
+    async def run_foreground(
+        self, job: AgentJob, info: CallInfo, *, name: str | None = None
+    ) -> ToolOutput:
+        """Run a child while the parent waits, with progress; may move it to the background."""
+        child = self._start(job, background=False, name=name)
+        try:
+            moved = await self._wait_foreground(child)
+        except asyncio.CancelledError:
+            if not _being_cancelled():
+                # The child's own task was cancelled, not the parent: it counts as killed.
+                self._finalize(child)
+                return completed_output(child.run)
+            job.ctx.abort.abort("parent aborted")
+            await asyncio.gather(child.task, return_exceptions=True)
+            self._finalize(child)
+            raise
+        if moved:
+            return self._launched_output(child, auto=True)
+        self._finalize(child)
+        return completed_output(child.run)
+
+    def _start(self, job: AgentJob, *, background: bool, name: str | None) -> _Child:
+        run, runtime = job.run, self.runtime
+        state = self.registry.create(
+            "local_agent",
+            description=run.description,
+            owner_agent_id=run.ref.parent_agent_id or "",
+            session_id=runtime.session_id,
+            output_dir=self.tasks_dir,
+            task_id=run.agent_id,
+        )
+        state.extra.update(agent_type=run.agent_type, foreground=not background)
+        runtime.register(run)
+        runtime.running_children += 1
+        if job.inbox is None:
+            job.inbox = Inbox()
+        self.inboxes[run.agent_id] = job.inbox
+        if name:
+            self.names[name] = run.agent_id
+        self.registry.start(run.agent_id)
+        task = asyncio.create_task(run_child(runtime, job), name=f"agent:{run.agent_id}")
+        child = _Child(job=job, task=task, state=state, background=background)
+        self._children[run.agent_id] = child
+        return child
+
+    async def _wait_foreground(self, child: _Child) -> bool:
+        """Wait for a foreground child; True when it was moved to the background instead."""
+        config = self.runtime.config
+        started = time.monotonic()
+        auto_s = config.auto_background_ms / 1000 if config.auto_background_ms > 0 else None
+        next_progress = config.progress_after_ms / 1000
+        while True:
+            elapsed = time.monotonic() - started
+            waits = [next_progress - elapsed]
+            if auto_s is not None:
+                waits.append(auto_s - elapsed)
+            done, _ = await asyncio.wait({child.task}, timeout=max(0.0, min(waits)))
+            if done:
+                child.task.result()
+                return False
+            elapsed = time.monotonic() - started
+            if auto_s is not None and elapsed >= auto_s:
+                self._move_to_background(child)
+                return True
+            if elapsed >= next_progress:
+                emit_progress(child.job)
+                next_progress = elapsed + 1.0
+
+    def _move_to_background(self, child: _Child) -> None:
+        """Auto-background: the child keeps running on its own; the parent goes on."""
+        child.background = True
+        child.state.extra["foreground"] = False
+        child.state.extra["auto_backgrounded"] = True
+        run = child.run
+        run.is_background = True
+        abort = child.job.ctx.abort
+        if isinstance(abort, LinkedAbortSignal):
+            abort.unlink()  # from now on the parent's interrupt no longer reaches it
+        frame = child.job.ctx.owner
+        if isinstance(frame, AgentFrame):
+            frame.is_background = True
+            if frame.permissions is not None:
+                frame.permissions.background = True
+        child.last_progress = time.monotonic()
+        child.supervisor = asyncio.create_task(
+            self._supervise(child), name=f"supervise:{run.agent_id}"
+        )
+
+    # -- supervision -----------------------------------------------------------------------
+
+    async def _supervise(self, child: _Child) -> None:
+        stall_s = self.runtime.config.stall_timeout_ms / 1000
+        check_s = max(0.05, min(5.0, stall_s / 4))
+        try:
+            while True:
+                done, _ = await asyncio.wait({child.task}, timeout=check_s)
+                if done:
+                    break
+                self._check_stall(child, stall_s)
+        finally:
+            if child.task.done():
+                self._finalize(child)
+
+    def _check_stall(self, child: _Child, stall_s: float) -> None:
+        stats = child.run.stats
+        activity = (stats.num_turns, stats.tool_use_count, stats.usage.total)
+        now = time.monotonic()
+        if activity != child.activity:
+            child.activity, child.last_progress = activity, now
+            self._write_progress(child)
+            return
+        if stall_s > 0 and now - child.last_progress >= stall_s and child.stalled_ms is None:
+            child.stalled_ms = int((now - child.last_progress) * 1000)
+            child.job.ctx.abort.abort(f"stalled: no progress for {child.stalled_ms} ms")
+
+    def _write_progress(self, child: _Child) -> None:
+        path = child.state.output_path
+        if path is None:
+            return
+        stats = child.run.stats
+        line = (
+            f"[progress] turns={stats.num_turns} tool_uses={stats.tool_use_count} "
+            f"tokens={stats.usage.total} last={stats.activities[-1] if stats.activities else '-'}\n"
+        )
+        _append(path, line)
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def _finalize(self, child: _Child) -> None:
+        """Exactly once per child: output file, terminal status, notification, bookkeeping."""
+        if child.finalized:
+            return
+        child.finalized = True
+        run, state = child.run, child.state
+        self.runtime.running_children -= 1
+        self.inboxes.pop(run.agent_id, None)
+        if child.task.cancelled() and run.status == "running":
+            run.status, run.reason = "killed", "cancelled"
+        status, error = run.status, run.error
+        if child.stalled_ms is not None:
+            status, error = "failed", f"stalled: no progress for {child.stalled_ms} ms"
+            run.status, run.error = status, error
+        if status == "running":
+            status = "failed"
+        if state.output_path is not None:
+            _append(state.output_path, f"\n{run.result_text}\n" if run.result_text else "")
+        state.extra["stats"] = run.summary()
+        for callback in self.on_finalized:
+            callback(run, state)
+        self.registry.finish(run.agent_id, status, result=run.result_text, error=error)
+        if child.background:
+            self._notify_parent(child)
+        for done in self.runtime.on_child_done:
+            done(run)
+
+    def _notify_parent(self, child: _Child) -> None:
+        run, state = child.run, child.state
+        if not self.registry.mark_notified(run.agent_id):
+            return
+        notice = AgentNotice(
+            task_id=run.agent_id,
+            description=run.description,
+            agent_type=run.agent_type,
+            status=state.status,
+            result=run.result_text,
+            error=state.error,
+            output_file=str(state.output_path) if state.output_path else None,
+            tool_uses=run.stats.tool_use_count,
+            total_tokens=run.stats.usage.total,
+            duration_ms=run.duration_ms,
+        )
+        text = render_notification(notice, max_result=self.runtime.config.task_max_output)
+        owner = run.ref.parent_agent_id or ""
+        parent_ref = run.ref
+        self.notify(owner, InboxItem(id=notification_id(run.agent_id), text=text))
+        self.runtime.emit(
+            NotificationEvent(
+                agent=parent_ref,
+                task_id=run.agent_id,
+                status=state.status,
+                summary=f'Agent "{run.description}" {state.status}',
+            )
+        )
+
+    async def _kill(self, state: TaskState) -> None:
+        child = self._children.get(state.id)
+        if child is None:
+            return
+        child.job.ctx.abort.abort("stopped by TaskStop")
+        await asyncio.wait({child.task}, timeout=KILL_WAIT_S)
+        if not child.task.done():
+            child.task.cancel("stopped by TaskStop")
+            await asyncio.gather(child.task, return_exceptions=True)
+        child.run.status = "killed"
+        self._finalize(child)
+
+    # -- TaskOutput / TaskStop -------------------------------------------------------------
+
+    def resolve(self, target: str) -> str:
+        """A task id from an id or an agent name."""
+        task_id = self.names.get(target, target)
+        if self.registry.find(task_id) is None:
+            raise ToolError(f"No task found with id or name {target!r}")
+        return task_id
+
+    async def output(self, target: str, *, block: bool, timeout_s: float) -> ToolOutput:
+        task_id = self.resolve(target)
+        state = self.registry.get(task_id)
+        child = self._children.get(task_id)
+        if block and not state.terminal and child is not None:
+            waiter = child.supervisor or child.task
+            await asyncio.wait({waiter}, timeout=timeout_s)
+        return task_output(state, self._full_text(state))
+
+    def _full_text(self, state: TaskState) -> str:
+        if state.type == "local_agent":
+            return state.result or ""
+        path = state.output_path
+        if path is None or not path.exists():
+            return ""
+        return path.read_text(encoding="utf-8", errors="replace")
+
+    async def stop(self, target: str) -> ToolOutput:
+        task_id = self.resolve(target)
+        try:
+            stopped = await self.registry.kill(task_id)
+        except UnknownTaskError as exc:
+            raise ToolError(str(exc)) from exc
+        state = self.registry.get(task_id)
+        if not stopped:
+            return ToolOutput(content=f"Task {task_id} had already ended ({state.status}).")
+        return ToolOutput(
+            content=f"Task {task_id} ({state.description}) stopped.",
+            metadata={"task_id": task_id, "status": state.status},
+        )
+
+    async def shutdown(self) -> None:
+        """Kill every running child (the session is ending)."""
+        for state in list(self.registry.running()):
+            if state.type == "local_agent":
+                try:
+                    await self.registry.kill(state.id)
+                except Exception:
+                    log.exception("killing %s at shutdown failed", state.id)
+
+    def _launched_output(self, child: _Child, *, auto: bool) -> ToolOutput:
+        run, state = child.run, child.state
+        frame = child.job.ctx.owner
+        parent_tools = getattr(frame, "tools", [])
+        can_read = any(getattr(t, "name", "") in {"Read", "Bash"} for t in parent_tools)
+        payload: dict[str, Any] = {
+            "status": "async_launched",
+            "agentId": run.agent_id,
+            "description": run.description,
+            "prompt": run.prompt,
+            "outputFile": str(state.output_path),
+            "canReadOutputFile": can_read,
+        }
+        lead = (
+            "The agent ran past the auto-background limit and now continues in the background."
+            if auto
+            else "Async agent launched successfully."
+        )
+        text = (
+            f"{lead}\nagentId: {run.agent_id}\n"
+            "You will be notified automatically when it completes; do not poll. "
+            f"Use TaskOutput(task_id={run.agent_id!r}) only if you need its full result, "
+            f"or TaskStop to stop it. Its output file: {state.output_path}"
+        )
+        return ToolOutput(content=text, metadata=payload)
+
+
+def task_output(state: TaskState, full_text: str) -> ToolOutput:
+    payload = {
+        "task_id": state.id,
+        "task_type": state.type,
+        "status": state.status,
+        "description": state.description,
+        "result": full_text,
+        "error": state.error,
+    }
+    lines = [f"Task {state.id} ({state.type}): {state.status}"]
+    if state.error:
+        lines.append(f"Error: {state.error}")
+    if full_text:
+        lines += ["", full_text]
+    elif not state.terminal:
+        lines.append("(still running; no result yet)")
+    return ToolOutput(content="\n".join(lines), metadata=payload)
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _append(path: Path, text: str) -> None:
+    if not text:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def emit_progress(job: AgentJob) -> None:
+    run = job.run
+    stats = run.stats
+    job.ctx.emit(
+        ProgressEvent(
+            agent=run.ref,
+            subtype="agent_progress",
+            data={
+                "description": run.description,
+                "tool_use_count": stats.tool_use_count,
+                "total_tokens": stats.usage.total,
+                "latest_input_tokens": stats.latest_input_tokens,
+                "recent_activities": list(stats.activities),
+                "elapsed_ms": int((time.monotonic() - run.started) * 1000),
+            },
+        )
+    )
+
+
+def completed_payload(run: AgentRun) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "status": "completed",
+        "prompt": run.prompt,
+        "content": [{"type": "text", "text": run.result_text}],
+        "totalToolUseCount": run.stats.tool_use_count,
+        "totalDurationMs": run.duration_ms,
+        "totalTokens": run.stats.usage.total,
+        "agentId": run.agent_id,
+        "agentType": run.agent_type,
+        "model": run.model,
+    }
+    if run.agent_type == VERIFICATION_AGENT_TYPE:
+        payload["verification"] = verification_metadata(run)
+    return payload
+
+
+def completed_output(run: AgentRun) -> ToolOutput:
+    """The ``completed`` result of a child that ran in the foreground."""
+    payload = completed_payload(run)
+    trailer = (
+        f"[agentId: {run.agent_id} · type: {run.agent_type} · tool uses: "
+        f"{run.stats.tool_use_count} · tokens: {run.stats.usage.total} · "
+        f"duration: {run.duration_ms} ms]"
+    )
+    if run.status == "completed":
+        return ToolOutput(content=f"{run.result_text}\n\n{trailer}", metadata=payload)
+    reason = run.error or run.reason
+    partial = f"\n\nPartial report:\n{run.result_text}" if run.result_text else ""
+    payload["status"] = run.status
+    headline = f"Agent {run.agent_type} ended without completing ({reason})."
+    return ToolOutput(content=f"{headline}{partial}\n\n{trailer}", is_error=True, metadata=payload)

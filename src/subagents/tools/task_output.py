@@ -1,0 +1,62 @@
+"""TaskOutput: the durable, full result of a background task, optionally waiting for it.
+
+Completion arrives by itself as a notification; this tool is for when the full text is needed
+(the notification inlines a capped report) or for waiting on a task explicitly. It is not a
+way to poll.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import Field
+
+from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+
+DEFAULT_TIMEOUT_MS = 30_000
+MAX_TIMEOUT_MS = 600_000
+
+
+class TaskService(Protocol):
+    """What the task tools need from the session (the background agent manager)."""
+
+    async def output(self, target: str, *, block: bool, timeout_s: float) -> ToolOutput: ...
+
+    async def stop(self, target: str) -> ToolOutput: ...
+
+
+def task_service(ctx: ToolContext) -> TaskService:
+    service = getattr(ctx.services, "background", None)
+    if service is None:
+        raise ToolError("Tasks are not available in this context")
+    return service  # type: ignore[no-any-return]
+
+
+class TaskOutputInput(ToolInput):
+    task_id: str = Field(min_length=1, description="The task id (or agent name)")
+    block: bool = Field(default=True, description="Wait for the task to finish")
+    timeout: int = Field(
+        default=DEFAULT_TIMEOUT_MS, gt=0, description="Longest wait in ms (max 600000)"
+    )
+
+
+class TaskOutputTool(Tool[TaskOutputInput]):
+    name = "TaskOutput"
+    aliases = ("AgentOutputTool", "BashOutputTool")
+    description = (
+        "Get the full output of a background task (agent or shell) by its id, waiting for it to "
+        "finish when block is true. You are notified of completions automatically: use this only "
+        "when you need the full result, not to poll."
+    )
+    input_model = TaskOutputInput
+    max_result_chars = 160_000
+
+    def is_read_only(self, args: TaskOutputInput) -> bool:
+        return True
+
+    def is_concurrency_safe(self, args: TaskOutputInput) -> bool:
+        return True
+
+    async def call(self, args: TaskOutputInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        timeout_s = min(args.timeout, MAX_TIMEOUT_MS) / 1000
+        return await task_service(ctx).output(args.task_id, block=args.block, timeout_s=timeout_s)

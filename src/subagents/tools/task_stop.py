@@ -1,0 +1,26 @@
+"""TaskStop: stop a running task (a background agent, a shell) by id or agent name."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from subagents.tools.base import CallInfo, Tool, ToolContext, ToolInput, ToolOutput
+from subagents.tools.task_output import task_service
+
+
+class TaskStopInput(ToolInput):
+    task_id: str = Field(min_length=1, description="The task id (or agent name) to stop")
+
+
+class TaskStopTool(Tool[TaskStopInput]):
+    name = "TaskStop"
+    aliases = ("KillShell",)
+    description = (
+        "Stop a running background task: the agent is aborted (its shells killed) or the shell's "
+        "process group is killed. The task ends with status 'killed'."
+    )
+    input_model = TaskStopInput
+    requires_permission = False
+
+    async def call(self, args: TaskStopInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        return await task_service(ctx).stop(args.task_id)
