@@ -20,7 +20,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from subagents.agents.agent_tool import completed_output, run_sync_child
+from subagents.agents.agent_tool import run_sync_child
 from subagents.agents.child import ChildRequest, prepare_child
 from subagents.agents.runner import AgentRun
 from subagents.agents.runtime import AgentFrame, AgentRuntime
@@ -82,8 +82,8 @@ async def run_parallel_with_synthesis(
         description=f"{request.description} (synthesis)",
     )
     job = prepare_child(runtime, ctx, frame, synthesis_request)
-    await run_sync_child(runtime, job, info)
-    return merged_output(request.prompt, copies, job.run, started)
+    synthesized = await run_sync_child(runtime, job, info)
+    return merged_output(request.prompt, copies, job.run, synthesized, started)
 
 
 async def _run_copies(
@@ -103,9 +103,13 @@ async def _run_copies(
         async with slots:
             await run_sync_child(runtime, jobs[index], info)
 
-    async with asyncio.TaskGroup() as group:
-        for index in range(count):
-            group.create_task(run_one(index), name=f"parallel-copy:{index}")
+    try:
+        async with asyncio.TaskGroup() as group:
+            for index in range(count):
+                group.create_task(run_one(index), name=f"parallel-copy:{index}")
+    except BaseExceptionGroup as failed:
+        # The copies' siblings are cancelled by now; report the first failure as itself.
+        raise failed.exceptions[0] from None
     return [job.run for job in jobs]
 
 
@@ -128,9 +132,9 @@ def _parallel_meta(copies: list[AgentRun], synthesis: AgentRun | None, started: 
 
 
 def merged_output(
-    task: str, copies: list[AgentRun], synthesis: AgentRun, started: float
+    task: str, copies: list[AgentRun], synthesis: AgentRun, base: ToolOutput, started: float
 ) -> ToolOutput:
-    """The synthesis agent's result, with totals over every copy and the synthesis agent."""
+    """The synthesis agent's result (``base``), with totals over every copy and the synthesis."""
     runs = [*copies, synthesis]
     totals = {
         "totalToolUseCount": sum(run.stats.tool_use_count for run in runs),
@@ -138,7 +142,6 @@ def merged_output(
         "totalDurationMs": sum(run.duration_ms for run in runs),
     }
     parallel = _parallel_meta(copies, synthesis, started)
-    base = completed_output(synthesis)
     metadata = dict(base.metadata or {})
     metadata.update(totals, prompt=task, parallel=parallel)
     trailer = (
