@@ -17,6 +17,10 @@ task is cancelled (an abort, a wall-time budget) or the request's abort signal f
 drops that request. A request cancelled during prompt evaluation therefore runs until its first
 token (no callback fires before) and is then dropped; its evaluated prefix stays in the cache.
 The engine itself is never torn down by a cancellation, so later requests are served normally.
+
+One slot (``n_parallel=1``): concurrent agents queue inside the engine. On a CPU with few cores
+parallel decoding would not be faster, and the RAM prompt cache keeps each agent's prefix when
+another agent's request takes the slot in between.
 """
 
 from __future__ import annotations
@@ -206,7 +210,7 @@ class LocalModel:
         engine = await asyncio.to_thread(self.engine)
         constrained = bool(request.tools)
         result = EngineResult()
-        body = self._body(request, constrained=constrained)
+        body = self.request_body(request, constrained=constrained)
         async for item in _generate(engine, body, request, stream_text=not constrained):
             if isinstance(item, TextDelta):
                 yield item
@@ -214,7 +218,7 @@ class LocalModel:
                 result = item
         if result.error is not None and constrained and _is_grammar_error(result.error):
             # The engine refused the schema: fall back to free decoding and the lenient parser.
-            body = self._body(request, constrained=False)
+            body = self.request_body(request, constrained=False)
             async for item in _generate(engine, body, request, stream_text=False):
                 if isinstance(item, EngineResult):
                     result = item
@@ -222,7 +226,8 @@ class LocalModel:
             raise _model_error(result.error)
         yield self._done(result, request)
 
-    def _body(self, request: ModelRequest, *, constrained: bool) -> dict[str, Any]:
+    def request_body(self, request: ModelRequest, *, constrained: bool) -> dict[str, Any]:
+        """The engine's chat-completion body: rendered messages, sampling, the constraint."""
         body: dict[str, Any] = {
             "messages": render_messages(request.system, request.messages, request.tools),
             "max_tokens": min(request.max_tokens, self.max_output_tokens),
@@ -339,13 +344,3 @@ def local_model_for(rest: str) -> LocalModel:
             "'local:/path/to/model.gguf'"
         )
     return LocalModel(name=f"local:{choice}", spec=None, path=path)
-
-
-def unload_all() -> None:
-    """Drop every loaded engine (tests and benchmarks that want a cold start)."""
-    with _ENGINES_LOCK:
-        engines = list(_ENGINES.values())
-        _ENGINES.clear()
-    for engine in engines:
-        with contextlib.suppress(Exception):
-            del engine._server
