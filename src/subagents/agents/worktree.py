@@ -41,6 +41,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +49,7 @@ from typing import Any, Final
 
 from subagents.hooks.config import HookConfig
 from subagents.hooks.runner import clean_environment, run_hooks
-from subagents.processes import ProcessTracker
+from subagents.processes import ProcessTracker, kill_group
 
 WORKTREES_DIR: Final = Path(".subagents") / "worktrees"
 """Where worktrees live, relative to the repository root."""
@@ -204,7 +205,7 @@ def _git_env() -> dict[str, str]:
 
 
 async def _git(*args: str, cwd: Path) -> _GitResult:
-    """Run ``git ARGS`` in ``cwd``; a cancelled call kills git before re-raising."""
+    """Run ``git ARGS`` in ``cwd``; a cancelled call kills git and its hooks, then re-raises."""
     try:
         proc = await asyncio.create_subprocess_exec(
             "git",
@@ -214,14 +215,15 @@ async def _git(*args: str, cwd: Path) -> _GitResult:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
         )
     except OSError as exc:
         raise WorktreeError(f"cannot run git in {cwd}: {exc}") from exc
     try:
         out, err = await proc.communicate()
     except BaseException:
-        if proc.returncode is None:
-            proc.kill()
+        # Its own process group, so the repository's git hooks (post-checkout) die with it.
+        kill_group(proc.pid, signal.SIGKILL)
         await asyncio.shield(proc.wait())
         raise
     code = proc.returncode if proc.returncode is not None else -1

@@ -188,11 +188,10 @@ class ExitWorktreeTool(Tool[ExitWorktreeInput]):
 
     def _restore(self, ctx: ToolContext) -> Path:
         state = self.session
-        previous = state.previous_cwd or ctx.cwd
-        ctx.cwd = previous
-        ctx.roots = state.previous_roots or ctx.roots
+        if state.previous_cwd is not None:
+            ctx.cwd, ctx.roots = state.previous_cwd, state.previous_roots
         state.active, state.previous_cwd, state.previous_roots = None, None, ()
-        return previous
+        return ctx.cwd
 
     async def _remove(self, worktree: WorktreeInfo, ctx: ToolContext) -> None:
         if worktree.hook_based:
