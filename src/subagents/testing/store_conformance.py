@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from subagents.store.errors import (
     DuplicateAgentError,
@@ -52,7 +53,7 @@ def make_record(
     project_path: str = PROJECT_A,
     session_id: str = "session-1",
     created_at: float = 1_000.0,
-    **overrides: object,
+    **overrides: Any,
 ) -> SidecarRecord:
     """A running record with every section filled in, so a round trip exercises them all."""
     record = SidecarRecord(
@@ -74,7 +75,7 @@ def make_record(
         output_path=f"/out/{agent_id}.output",
         transcript_path=f"/t/{agent_id}.jsonl",
     )
-    return replace(record, **overrides)  # type: ignore[arg-type]
+    return replace(record, **overrides)
 
 
 def _expect(condition: bool, message: str) -> None:
@@ -116,7 +117,9 @@ class StoreConformance:
         store.create(record)
         _expect(store.get("a00000001") == record, "get after create returns a different record")
         _expect(store.get("a0000000z") is None, "get of an unknown id must return None")
-        _expect_raises(DuplicateAgentError, lambda: store.create(record), "create of an existing id")
+        _expect_raises(
+            DuplicateAgentError, lambda: store.create(record), "create of an existing id"
+        )
 
     def check_update_persists(self, store: Store) -> None:
         store.create(make_record("a00000002"))
