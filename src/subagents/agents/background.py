@@ -81,7 +81,9 @@ class BackgroundAgentManager:
         self.names: dict[str, str] = {}
         self._children: dict[str, _Child] = {}
         self.on_finalized: list[Callable[[AgentRun, TaskState], None]] = []
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         registry.register_kind("local_agent", self._kill)
+        registry.on_terminal(self._wake_waiters)
 
     # -- registration ----------------------------------------------------------------------
 
@@ -311,11 +313,30 @@ class BackgroundAgentManager:
     async def output(self, target: str, *, block: bool, timeout_s: float) -> ToolOutput:
         task_id = self.resolve(target)
         state = self.registry.get(task_id)
-        child = self._children.get(task_id)
-        if block and not state.terminal and child is not None:
-            waiter = child.supervisor or child.task
-            await asyncio.wait({waiter}, timeout=timeout_s)
+        if block and not state.terminal:
+            await self.wait_terminal(task_id, timeout_s)
         return task_output(state, self._full_text(state))
+
+    async def wait_terminal(self, task_id: str, timeout_s: float) -> bool:
+        """Wait until the task is terminal (any type); False on timeout."""
+        if self.registry.get(task_id).terminal:
+            return True
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(task_id, []).append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
+        except TimeoutError:
+            return False
+        finally:
+            waiters = self._waiters.get(task_id, [])
+            if waiter in waiters:
+                waiters.remove(waiter)
+        return True
+
+    def _wake_waiters(self, state: TaskState) -> None:
+        for waiter in self._waiters.pop(state.id, []):
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _full_text(self, state: TaskState) -> str:
         if state.type == "local_agent":

@@ -1,0 +1,401 @@
+"""Background sub-agents and shells through the real CLI and the library (issue 4)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from cli_helpers import recorded, run_cli, write_script
+from subagents.events import Event, NotificationEvent
+from subagents.session import Session, SessionOptions
+from subagents.testing import ScriptedModel
+
+
+def bg_call(prompt: str, subagent_type: str = "Explore", **extra: Any) -> dict[str, Any]:
+    return {
+        "name": "Agent",
+        "input": {
+            "description": "bg job",
+            "prompt": prompt,
+            "subagent_type": subagent_type,
+            "run_in_background": True,
+            **extra,
+        },
+    }
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_async_launch_returns_first_and_the_late_notification_is_delivered(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [bg_call("token Q7")]},
+                    {"text": "launched: {{tool_results}}"},
+                    {"text": "heard back: {{last_user}}"},
+                ],
+            },
+            {
+                "agent_type": "Explore",
+                "turns": [
+                    {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}], "delay_ms": 300},
+                    {"text": "report for {{prompt}}"},
+                ],
+            },
+        ],
+    )
+    run = run_cli(
+        "-p", "go", "--model", f"scripted:{script}", "--output-format", "stream-json", cwd=tmp_path
+    )
+    assert run.code == 0, run.stderr
+    events = run.events()
+    result = events[-1]
+    assert result["subtype"] == "success"
+    assert "<task-notification>" in result["result"]
+    assert "report for token Q7" in result["result"]
+    assert result["agents"][1]["status"] == "completed"
+    notes = [e for e in events if e["type"] == "task_notification"]
+    assert len(notes) == 1 and notes[0]["status"] == "completed"
+    # The coordinator's second request (after async_launched) came before the child finished.
+    order = [r["agent_type"] for r in recorded(tmp_path)]
+    assert order.index("main", 1) < len(order) - 1 - order[::-1].index("Explore")
+    tool_result = next(e for e in events if e["type"] == "user" and e["agent_type"] == "main")
+    assert "Async agent launched successfully" in tool_result["message"]["content"][0]["content"]
+
+
+def test_long_report_is_capped_in_the_notification_and_saved_whole(tmp_path: Path) -> None:
+    big = "X" * 200_000
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [bg_call("big")]},
+                    {"text": "waiting"},
+                    {"text": "{{last_user}}"},
+                ],
+            },
+            {"agent_type": "Explore", "turns": [{"text": big}]},
+        ],
+    )
+    run = run_cli(
+        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
+    )
+    assert run.code == 0, run.stderr
+    text = run.json()["result"]
+    inlined = re.search(r"\n(X+)\n\[\.\.\. truncated: (\d+) more characters", text)
+    assert inlined is not None
+    assert len(inlined.group(1)) == 32_000
+    assert int(inlined.group(2)) == 168_000
+    output_file = re.search(r"<output-file>(.+)</output-file>", text)
+    assert output_file is not None
+    assert big in Path(output_file.group(1)).read_text()
+
+
+def test_task_stop_kills_the_child_and_its_shell(tmp_path: Path) -> None:
+    pidfile = tmp_path / "bg.pid"
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [bg_call("work", subagent_type="general-purpose")]},
+                    {
+                        "capture": {"id": r"agentId: (\w+)"},
+                        "tool_calls": [
+                            {
+                                "name": "Bash",
+                                "input": {
+                                    "command": f"while [ ! -s {pidfile} ]; do sleep 0.05; done"
+                                },
+                            }
+                        ],
+                    },
+                    {"tool_calls": [{"name": "TaskStop", "input": {"task_id": "{{capture.id}}"}}]},
+                    {"text": "stopped: {{tool_results}}"},
+                    {"text": "then: {{last_user}}"},
+                ],
+            },
+            {
+                "agent_type": "general-purpose",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "Bash",
+                                "input": {"command": f"sleep 300 & echo $! > {pidfile}; wait"},
+                            }
+                        ]
+                    },
+                    {"text": "never"},
+                ],
+            },
+        ],
+    )
+    run = run_cli(
+        "-p",
+        "go",
+        "--model",
+        f"scripted:{script}",
+        "--output-format",
+        "json",
+        "--permission-mode",
+        "bypassPermissions",
+        cwd=tmp_path,
+    )
+    assert run.code == 0, run.stderr
+    result = run.json()
+    assert "stopped" in result["result"]
+    child = result["agents"][1]
+    assert child["status"] == "killed"
+    pid = int(pidfile.read_text())
+    for _ in range(50):
+        if not pid_alive(pid):
+            break
+        time.sleep(0.05)
+    assert not pid_alive(pid)
+
+
+def test_auto_background_after_a_short_timeout(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "Agent",
+                                "input": {
+                                    "description": "slow sync",
+                                    "prompt": "slow",
+                                    "subagent_type": "Explore",
+                                },
+                            }
+                        ]
+                    },
+                    {"text": "parent went on: {{tool_results}}"},
+                    {"text": "later: {{last_user}}"},
+                ],
+            },
+            {"agent_type": "Explore", "turns": [{"text": "slow child done", "delay_ms": 800}]},
+        ],
+    )
+    run = run_cli(
+        "-p",
+        "go",
+        "--model",
+        f"scripted:{script}",
+        "--output-format",
+        "stream-json",
+        cwd=tmp_path,
+        env={"SUBAGENTS_AUTO_BACKGROUND_MS": "200"},
+    )
+    assert run.code == 0, run.stderr
+    events = run.events()
+    first_answer = next(
+        e
+        for e in events
+        if e["type"] == "assistant"
+        and e["agent_type"] == "main"
+        and e["message"]["content"][0]["type"] == "text"
+    )
+    assert "auto-background" in first_answer["message"]["content"][0]["text"]
+    assert "slow child done" in events[-1]["result"]
+
+
+def test_stalled_background_child_fails_with_partial_result(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [bg_call("stall")]},
+                    {"text": "ok"},
+                    {"text": "{{last_user}}"},
+                ],
+            },
+            {
+                "agent_type": "Explore",
+                "turns": [
+                    {
+                        "text": "partial words",
+                        "tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}],
+                    },
+                    {"text": "never", "delay_ms": 5000},
+                ],
+            },
+        ],
+    )
+    run = run_cli(
+        "-p",
+        "go",
+        "--model",
+        f"scripted:{script}",
+        "--output-format",
+        "json",
+        cwd=tmp_path,
+        env={"SUBAGENTS_ASYNC_AGENT_STALL_TIMEOUT_MS": "300"},
+    )
+    assert run.code == 0, run.stderr
+    result = run.json()
+    assert result["agents"][1]["status"] == "failed"
+    assert "<status>failed</status>" in result["result"]
+    assert "stalled" in result["result"]
+
+
+def test_background_shell_notifies_and_task_output_reads_it(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "Bash",
+                                "input": {
+                                    "command": "echo shell-says-hi; sleep 0.2",
+                                    "run_in_background": True,
+                                },
+                            }
+                        ]
+                    },
+                    {
+                        "capture": {"id": r"ID: (\w+)"},
+                        "tool_calls": [
+                            {"name": "TaskOutput", "input": {"task_id": "{{capture.id}}"}}
+                        ],
+                    },
+                    {"text": "output: {{tool_results}}"},
+                    {"text": "note: {{last_user}}"},
+                ],
+            },
+        ],
+    )
+    run = run_cli(
+        "-p",
+        "go",
+        "--model",
+        f"scripted:{script}",
+        "--output-format",
+        "json",
+        "--permission-mode",
+        "bypassPermissions",
+        cwd=tmp_path,
+    )
+    assert run.code == 0, run.stderr
+    text = run.json()["result"]
+    assert "shell-says-hi" in text
+
+
+def test_disabled_background_runs_in_the_foreground_and_hides_the_field(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "Agent",
+                                "input": {
+                                    "description": "fg",
+                                    "prompt": "p",
+                                    "subagent_type": "Explore",
+                                },
+                            }
+                        ]
+                    },
+                    {"text": "{{tool_results}}"},
+                ],
+            },
+            {"agent_type": "Explore", "turns": [{"text": "ran in foreground"}]},
+        ],
+    )
+    run = run_cli(
+        "-p",
+        "go",
+        "--model",
+        f"scripted:{script}",
+        "--output-format",
+        "json",
+        cwd=tmp_path,
+        env={"CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"},
+    )
+    assert run.code == 0, run.stderr
+    assert "ran in foreground" in run.json()["result"]
+    main = recorded(tmp_path)[0]
+    agent_schema = next(t for t in main["tools"] if t["name"] == "Agent")["input_schema"]
+    assert "run_in_background" not in agent_schema["properties"]
+
+
+async def test_exactly_one_notification_per_child_when_completion_races_shutdown(
+    tmp_path: Path,
+) -> None:
+    children = 12
+    script = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [bg_call(f"child {i}") for i in range(children)]},
+                    # Notifications that are already pending are still read after an answer, so
+                    # the coordinator may take a few more turns; the rest race with shutdown.
+                    *[{"text": "ack", "delay_ms": 15} for _ in range(children + 1)],
+                ],
+            },
+            {
+                "agent_type": "Explore",
+                "match": r"child (\d+)",
+                "turns": [
+                    {"text": "finished {{match.1}}", "delay_ms": 0},
+                ],
+            },
+        ]
+    }
+    for round_ in range(3):
+        for entry in script["agents"][1]["turns"]:
+            entry["delay_ms"] = 20 + 10 * round_
+        events: list[Event] = []
+        session = Session(
+            SessionOptions(
+                model=ScriptedModel.from_dict(script),
+                cwd=tmp_path,
+                background_wait_ms=0,
+            )
+        )
+        result = await session.run("go", on_event=events.append)
+        assert result.subtype == "success"
+        notes = [e for e in events if isinstance(e, NotificationEvent)]
+        ids = [n.task_id for n in notes]
+        assert len(ids) == children and len(set(ids)) == children
+        assert all(t.terminal for t in session.registry.list())
+        delivered = [
+            b["text"]
+            for m in session.agents[0].messages
+            if m["role"] == "user" and isinstance(m["content"], list)
+            for b in m["content"]
+            if b["type"] == "text" and b["text"].startswith("<task-notification>")
+        ]
+        assert len(delivered) == len(set(delivered)), "no notification delivered twice"
+        await asyncio.sleep(0)
