@@ -448,3 +448,40 @@ def test_records_land_in_their_own_project_folder(tmp_path: Path) -> None:
     other = ProjectState(home=tmp_path / "home", project=Path("/srv/other"))
     assert path == other.agents_dir / "b00000001.json"
     assert store.list_agents(PROJECT) == []
+
+
+_WRITER_SCRIPT = """
+import sys
+from pathlib import Path
+from subagents.state import ProjectState
+from subagents.store import FileStore, RunResult
+store = FileStore(ProjectState(home=Path(sys.argv[1]), project=Path(sys.argv[2])))
+for n in range(40):
+    if sys.argv[3] == "description":
+        store.update("a00000001", description=f"d{n}")
+    else:
+        store.update("a00000001", result=RunResult(text=f"r{n}"))
+"""
+
+
+def test_concurrent_writers_in_two_processes_lose_no_update(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.create(_record("a00000001"))
+    home = str(tmp_path / "home")
+    writers = [
+        subprocess.Popen([sys.executable, "-c", _WRITER_SCRIPT, home, PROJECT, field])
+        for field in ("description", "result")
+    ]
+    assert [w.wait(timeout=60) for w in writers] == [0, 0]
+    final = _store(tmp_path).get("a00000001")
+    assert final is not None
+    assert (final.description, final.result.text) == ("d39", "r39")
+
+
+def test_public_names_are_pinned() -> None:
+    import subagents.store as store_pkg
+
+    assert {"Store", "MemoryStore", "FileStore", "SidecarRecord", "public_view"} <= set(
+        store_pkg.__all__
+    )
+    assert all(hasattr(store_pkg, name) for name in store_pkg.__all__)
