@@ -27,6 +27,7 @@ from subagents.store import (
     WorktreeInfo,
     current_identity,
     is_alive,
+    is_visible,
     load_record,
     migrate,
     public_view,
@@ -485,3 +486,10 @@ def test_public_names_are_pinned() -> None:
         store_pkg.__all__
     )
     assert all(hasattr(store_pkg, name) for name in store_pkg.__all__)
+
+
+def test_visibility_needs_same_session_and_project() -> None:
+    record = _record("a00000001", session_id="s1")
+    assert is_visible(record, session_id="s1", project_path=PROJECT)
+    assert not is_visible(record, session_id="s1", project_path="/srv/elsewhere")
+    assert not is_visible(record, session_id="s2", project_path=PROJECT)

@@ -36,6 +36,7 @@ from subagents.store.records import (
     TokenUsage,
     WorktreeInfo,
     apply_changes,
+    is_visible,
     public_view,
 )
 
@@ -65,6 +66,7 @@ __all__ = [
     "apply_changes",
     "current_identity",
     "is_alive",
+    "is_visible",
     "load_record",
     "migrate",
     "public_view",

@@ -20,7 +20,9 @@ second, the terminal write), and an async caller that cannot afford an ``fsync``
 loop wraps the call in ``asyncio.to_thread``.
 
 Visibility: ``list_agents`` only returns records of the given project path (and session, when
-given); callers pass canonical paths, and stores compare them exactly.
+given); callers pass canonical paths, and stores compare them exactly. ``get`` and the other
+by-id methods do not check access: a caller acting for a session checks
+``records.is_visible`` (same parent session and same project) before using a record.
 """
 
 from __future__ import annotations

@@ -84,10 +84,13 @@ class _Reader:
     def choice(self, key: str, allowed: tuple[Any, ...], default: Any = _REQUIRED) -> Any:
         return self.get(key, lambda v: v in allowed, f"one of {list(allowed)}", default)
 
-    def obj(self, key: str, *, optional: bool = False) -> _Reader | None:
-        value = self.get(key, _opt(_is_obj) if optional else _is_obj, "an object", None)
-        where = f"{self.where}.{key}"
-        return None if value is None else _Reader(data=value, source=self.source, where=where)
+    def obj(self, key: str) -> _Reader:
+        value = self.get(key, _is_obj, "an object", _REQUIRED)
+        return _Reader(data=value, source=self.source, where=f"{self.where}.{key}")
+
+    def opt_obj(self, key: str) -> _Reader | None:
+        value = self.get(key, _opt(_is_obj), "an object or null", None)
+        return None if value is None else self.obj(key)
 
     def child(self, key: str) -> _Reader:
         """A nested object that may be missing: read as empty so its fields take defaults."""
@@ -366,8 +369,6 @@ class SidecarRecord:
 
 
 def _identity_fields(r: _Reader) -> dict[str, Any]:
-    lineage = r.obj("lineage")
-    assert lineage is not None
     return {
         "agent_id": r.str_("agentId"),
         "agent_type": r.str_("agentType"),
@@ -378,15 +379,15 @@ def _identity_fields(r: _Reader) -> dict[str, Any]:
         "parent_agent_id": r.opt_str("parentAgentId"),
         "is_background": r.bool_("isBackground", False),
         "tool_use_id": r.opt_str("toolUseId"),
-        "lineage": Lineage.read(lineage),
+        "lineage": Lineage.read(r.obj("lineage")),
         "config": ConfigSnapshot.read(r.child("config")),
         "created_at": r.float_("createdAt"),
     }
 
 
 def _state_fields(r: _Reader) -> dict[str, Any]:
-    process = r.obj("process", optional=True)
-    worktree = r.obj("worktree", optional=True)
+    process = r.opt_obj("process")
+    worktree = r.opt_obj("worktree")
     try:
         owner = None if process is None else ProcessIdentity.from_dict(dict(process.data))
     except ValueError as exc:
@@ -426,6 +427,13 @@ def public_view(record: SidecarRecord) -> dict[str, Any]:
         view["worktreePath"] = record.worktree.path
         view["worktreeBranch"] = record.worktree.branch
     return view
+
+
+def is_visible(record: SidecarRecord, *, session_id: str, project_path: str) -> bool:
+    """SPEC §9 access rule: a run may be queried, stopped, adopted or resumed only from the same
+    parent session *and* the same canonical project. Stores do not check it (``get`` is by id);
+    every caller acting for a session does."""
+    return record.session_id == session_id and record.project_path == project_path
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(SidecarRecord))
