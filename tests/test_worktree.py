@@ -17,15 +17,19 @@ from subagents.agents.worktree import (
     NotAGitRepository,
     WorktreeError,
     WorktreeInfo,
-    create_isolated,
-    create_with_hooks,
     create_worktree,
     finish_worktree,
     isolated_roots,
-    list_worktrees,
-    remove_with_hooks,
     settle_orphan,
     working_dir_in,
+)
+from subagents.agents.worktree_admin import (
+    list_worktrees,
+)
+from subagents.agents.worktree_hooks import (
+    create_isolated,
+    create_with_hooks,
+    remove_with_hooks,
 )
 from subagents.cli.main import main
 from subagents.hooks.config import HookConfig, parse_hooks

@@ -27,8 +27,9 @@ outcome names the path and branch (``worktreePath`` / ``worktreeBranch`` in the 
 Crash recovery (``settle_orphan``) applies the same rule to a worktree whose child died.
 
 Outside a git repository, configured ``WorktreeCreate`` / ``WorktreeRemove`` hooks do the
-isolation (see ``create_with_hooks``); such worktrees are always kept, since we cannot tell
-whether they hold work. Inside a repository git is used even when hooks are configured.
+isolation (``subagents.agents.worktree_hooks``, whose ``create_isolated`` is the entry point for
+``isolation: "worktree"``); listing and removing what children left is
+``subagents.agents.worktree_admin``.
 
 All git work runs as ``git`` subprocesses without a shell, with ``GIT_DIR``-style variables of
 the runtime's own environment removed so they cannot redirect git to another repository.
@@ -47,9 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from subagents.hooks.config import HookConfig
-from subagents.hooks.runner import clean_environment, run_hooks
-from subagents.processes import ProcessTracker, kill_group
+from subagents.processes import kill_group
 
 WORKTREES_DIR: Final = Path(".subagents") / "worktrees"
 """Where worktrees live, relative to the repository root."""
@@ -174,20 +173,6 @@ class WorktreeChanges:
         return f"{files} and {_plural(self.commits, 'new commit')}"
 
 
-@dataclass(kw_only=True, frozen=True, slots=True)
-class WorktreeEntry:
-    """One of our worktrees as ``git worktree list`` sees it, plus our metadata."""
-
-    path: Path
-    name: str
-    branch: str | None
-    head: str | None
-    base_commit: str | None = None
-    agent_id: str | None = None
-    exists: bool = True
-    locked: bool = False
-
-
 # -- git plumbing -------------------------------------------------------------------------------
 
 
@@ -232,7 +217,7 @@ async def _git(*args: str, cwd: Path) -> _GitResult:
     )
 
 
-async def _git_ok(*args: str, cwd: Path, what: str) -> str:
+async def git_output(*args: str, cwd: Path, what: str) -> str:
     """``git ARGS`` that must succeed; its stdout, or ``WorktreeError`` with git's stderr."""
     result = await _git(*args, cwd=cwd)
     if result.code != 0:
@@ -243,7 +228,7 @@ async def _git_ok(*args: str, cwd: Path, what: str) -> str:
 
 async def find_repo_root(cwd: Path) -> Path:
     """The top of the working tree holding ``cwd``; ``NotAGitRepository`` outside one."""
-    if not _is_dir(cwd):
+    if not path_is_dir(cwd):
         raise WorktreeError(f"working directory does not exist: {cwd}")
     result = await _git("rev-parse", "--show-toplevel", cwd=cwd)
     if result.code != 0 or not result.stdout.strip():
@@ -307,7 +292,7 @@ def _present(path: Path) -> bool:
     return os.path.lexists(path)
 
 
-def _is_dir(path: Path) -> bool:
+def path_is_dir(path: Path) -> bool:
     return path.is_dir()
 
 
@@ -348,7 +333,7 @@ async def create_named_worktree(
         raise WorktreeError(f"cannot create worktree {name!r}: {path} already exists")
     if await _branch_exists(root, branch):
         raise WorktreeError(f"cannot create worktree {name!r}: branch {branch!r} already exists")
-    common_out = await _git_ok(
+    common_out = await git_output(
         "rev-parse", "--path-format=absolute", "--git-common-dir", cwd=root, what="locating .git"
     )
     common = Path(common_out.strip())
@@ -363,7 +348,7 @@ async def create_named_worktree(
         agent_id=agent_id,
     )
     try:
-        await _git_ok(
+        await git_output(
             "worktree",
             "add",
             "-b",
@@ -400,7 +385,7 @@ async def _branch_exists(root: Path, branch: str) -> bool:
 
 
 async def _admin_dir(path: Path) -> Path:
-    out = await _git_ok("rev-parse", "--absolute-git-dir", cwd=path, what=f"inspecting {path}")
+    out = await git_output("rev-parse", "--absolute-git-dir", cwd=path, what=f"inspecting {path}")
     return Path(out.strip())
 
 
@@ -412,7 +397,7 @@ async def _write_metadata(info: WorktreeInfo) -> None:
     tmp.replace(target)
 
 
-async def _read_metadata(path: Path) -> dict[str, Any] | None:
+async def read_metadata(path: Path) -> dict[str, Any] | None:
     try:
         admin = await _admin_dir(path)
         data = json.loads((admin / METADATA_FILE).read_text(encoding="utf-8"))
@@ -453,7 +438,7 @@ async def worktree_changes(
     """Uncommitted paths in ``path`` and commits beyond ``base_commit`` (on HEAD or the branch).
 
     Without a known base, commits are those of the branch on no other branch."""
-    status = await _git_ok("status", "--porcelain", cwd=path, what=f"inspecting {path}")
+    status = await git_output("status", "--porcelain", cwd=path, what=f"inspecting {path}")
     uncommitted = len([line for line in status.splitlines() if line.strip()])
     commits = 0
     for tip in ("HEAD", f"refs/heads/{branch}" if branch else None):
@@ -469,7 +454,7 @@ async def _count_commits(cwd: Path, tip: str, base: str | None, branch: str | No
     else:
         exclude = f"--exclude=refs/heads/{branch}" if branch else "--exclude=HEAD"
         args = ("rev-list", "--count", tip, "--not", exclude, "--branches")
-    out = await _git_ok(*args, cwd=cwd, what=f"counting commits in {cwd}")
+    out = await git_output(*args, cwd=cwd, what=f"counting commits in {cwd}")
     return int(out.strip() or "0")
 
 
@@ -480,7 +465,7 @@ async def finish_worktree(info: WorktreeInfo, *, success: bool) -> WorktreeOutco
         return _with_reason(kept, "created by a WorktreeCreate hook; hook-based worktrees are kept")
     if info.repo_root is None or info.branch is None:
         return _with_reason(kept, "incomplete worktree record; kept for inspection")
-    if not _is_dir(info.path):
+    if not path_is_dir(info.path):
         return await _finish_missing(info, success=success)
     try:
         changes = await worktree_changes(info.path, info.head_commit, info.branch)
@@ -491,7 +476,7 @@ async def finish_worktree(info: WorktreeInfo, *, success: bool) -> WorktreeOutco
     if changes.any:
         return _with_reason(kept, f"the worktree has {changes.describe()}")
     try:
-        await _remove_checkout(info.repo_root, info.path, info.branch)
+        await remove_checkout(info.repo_root, info.path, info.branch)
     except WorktreeError as exc:
         return _with_reason(kept, f"removal failed, kept: {exc}")
     return WorktreeOutcome(kept=False, path=None, branch=None, reason="no changes; removed")
@@ -508,7 +493,7 @@ async def _finish_missing(info: WorktreeInfo, *, success: bool) -> WorktreeOutco
         info.repo_root, f"refs/heads/{info.branch}", info.head_commit, info.branch
     )
     if success and commits == 0:
-        await _git_ok("branch", "-D", info.branch, cwd=info.repo_root, what="deleting branch")
+        await git_output("branch", "-D", info.branch, cwd=info.repo_root, what="deleting branch")
         return WorktreeOutcome(
             kept=False, path=None, branch=None, reason="folder gone; branch removed"
         )
@@ -520,22 +505,22 @@ async def _finish_missing(info: WorktreeInfo, *, success: bool) -> WorktreeOutco
     )
 
 
-async def _remove_checkout(root: Path, path: Path, branch: str | None) -> None:
+async def remove_checkout(root: Path, path: Path, branch: str | None) -> None:
     """``git worktree remove --force``, then the branch, then prune stale admin entries."""
     if _present(path):
-        await _git_ok(
+        await git_output(
             "worktree", "remove", "--force", str(path), cwd=root, what=f"removing worktree {path}"
         )
     await _git("worktree", "prune", cwd=root)
     if branch is not None and await _branch_exists(root, branch):
-        await _git_ok("branch", "-D", branch, cwd=root, what=f"deleting branch {branch}")
+        await git_output("branch", "-D", branch, cwd=root, what=f"deleting branch {branch}")
 
 
 async def discard_worktree(info: WorktreeInfo) -> None:
     """Remove a git worktree and its branch whatever they hold: the caller chose to discard."""
     if info.hook_based or info.repo_root is None:
         raise WorktreeError(f"{info.path} is not a git worktree made by subagents")
-    await _remove_checkout(info.repo_root, info.path, info.branch)
+    await remove_checkout(info.repo_root, info.path, info.branch)
 
 
 async def settle_orphan(
@@ -553,185 +538,3 @@ def _with_reason(outcome: WorktreeOutcome, reason: str) -> WorktreeOutcome:
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-# -- listing and removal (the CLI, ExitWorktree) -----------------------------------------------
-
-
-def is_ours(path: Path) -> bool:
-    """Whether ``path`` is a worktree folder of this runtime (``…/.subagents/worktrees/X``)."""
-    return (
-        path.parent.name == WORKTREES_DIR.name
-        and path.parent.parent.name == WORKTREES_DIR.parent.name
-    )
-
-
-async def list_worktrees(repo_root: Path) -> list[WorktreeEntry]:
-    """Our worktrees of the repository holding ``repo_root``, from ``git worktree list``."""
-    out = await _git_ok("worktree", "list", "--porcelain", cwd=repo_root, what="listing worktrees")
-    entries: list[WorktreeEntry] = []
-    for record in _porcelain_records(out):
-        path = Path(record.get("worktree", ""))
-        if not is_ours(path):
-            continue
-        branch = record.get("branch", "").removeprefix("refs/heads/") or None
-        meta = await _read_metadata(path) if _is_dir(path) else None
-        entries.append(
-            WorktreeEntry(
-                path=path,
-                name=path.name,
-                branch=branch,
-                head=record.get("HEAD"),
-                base_commit=None if meta is None else meta.get("headCommit"),
-                agent_id=None if meta is None else meta.get("agentId"),
-                exists=_is_dir(path),
-                locked="locked" in record,
-            )
-        )
-    return entries
-
-
-def _porcelain_records(text: str) -> list[dict[str, str]]:
-    records: list[dict[str, str]] = []
-    current: dict[str, str] = {}
-    for line in [*text.splitlines(), ""]:
-        if not line:
-            if current:
-                records.append(current)
-            current = {}
-            continue
-        key, _, value = line.partition(" ")
-        current[key] = value
-    return records
-
-
-async def find_entry(
-    repo_root: Path, path_or_name: str, *, base: Path | None = None
-) -> WorktreeEntry:
-    """One of our worktrees by name or folder (relative to ``base``, default the process cwd);
-    ``WorktreeError`` listing the known ones."""
-    entries = await list_worktrees(repo_root)
-    wanted = Path(path_or_name)
-    for entry in entries:
-        if entry.name == path_or_name:
-            return entry
-    candidate = wanted if wanted.is_absolute() else (base or Path.cwd()) / wanted
-    for entry in entries:
-        if _same(entry.path, candidate):
-            return entry
-    known = ", ".join(e.name for e in entries) or "none"
-    raise WorktreeError(f"no subagents worktree {path_or_name!r} in {repo_root} (known: {known})")
-
-
-def _same(a: Path, b: Path) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-async def remove_worktree(path: Path, *, force: bool = False) -> WorktreeEntry:
-    """Remove one of our worktrees and its branch; without ``force``, refuse to lose work."""
-    if not is_ours(path):
-        raise WorktreeError(f"not a subagents worktree (expected under {WORKTREES_DIR}): {path}")
-    root = path.parent.parent.parent
-    entry = await find_entry(root, str(path))
-    if not force and entry.exists:
-        changes = await worktree_changes(entry.path, entry.base_commit, entry.branch)
-        if changes.any:
-            raise WorktreeError(
-                f"worktree {entry.path} has {changes.describe()}; use --force to discard them"
-            )
-    await _remove_checkout(root, entry.path, entry.branch)
-    return entry
-
-
-# -- outside git: WorktreeCreate / WorktreeRemove hooks ----------------------------------------
-
-
-async def create_isolated(
-    cwd: Path,
-    agent_id: str,
-    *,
-    hooks: HookConfig | None = None,
-    session_id: str = "",
-    processes: ProcessTracker | None = None,
-) -> WorktreeInfo:
-    """Git worktree inside a repository; outside one, the configured WorktreeCreate hooks."""
-    try:
-        return await create_worktree(cwd, agent_id)
-    except NotAGitRepository:
-        pass
-    return await create_with_hooks(
-        cwd, agent_id, hooks=hooks, session_id=session_id, processes=processes
-    )
-
-
-async def create_with_hooks(
-    cwd: Path,
-    agent_id: str | None,
-    *,
-    hooks: HookConfig | None,
-    name: str | None = None,
-    session_id: str = "",
-    processes: ProcessTracker | None = None,
-) -> WorktreeInfo:
-    """Run the WorktreeCreate hooks (JSON ``{name, …}`` on stdin); each prints the path made."""
-    commands = hooks.commands_for("WorktreeCreate", None) if hooks is not None else []
-    if not commands:
-        raise WorktreeError(f"not a git repository and no WorktreeCreate hook configured: {cwd}")
-    name = check_name(name or agent_worktree_name(agent_id or secrets.token_hex(4)))
-    payload = _hook_payload(
-        "WorktreeCreate", cwd, session_id, name=name, worktree_name=name, agent_id=agent_id
-    )
-    runs = await run_hooks(
-        commands, payload, cwd=cwd, env=clean_environment(cwd, os.environ), processes=processes
-    )
-    printed: set[str] = set()
-    for run in runs:
-        if run.exit_code != 0:
-            why = run.error or run.stderr.strip() or ("timed out" if run.timed_out else "")
-            raise WorktreeError(
-                f"WorktreeCreate hook {run.command.command!r} failed (exit {run.exit_code}): {why}"
-            )
-        lines = [line.strip() for line in run.stdout.splitlines() if line.strip()]
-        if lines:
-            printed.add(lines[-1])
-    path = _single_hook_path(printed)
-    return WorktreeInfo(path=path, name=name, agent_id=agent_id, hook_based=True)
-
-
-def _single_hook_path(printed: set[str]) -> Path:
-    if not printed:
-        raise WorktreeError("WorktreeCreate hooks printed no worktree path on stdout")
-    if len(printed) > 1:
-        raise WorktreeError(f"WorktreeCreate hooks printed different paths: {sorted(printed)}")
-    path = Path(printed.pop())
-    if not path.is_absolute() or not path.is_dir():
-        raise WorktreeError(
-            f"WorktreeCreate hook printed {str(path)!r}, not an existing absolute folder"
-        )
-    return path
-
-
-async def remove_with_hooks(
-    info: WorktreeInfo,
-    *,
-    hooks: HookConfig | None,
-    session_id: str = "",
-    processes: ProcessTracker | None = None,
-) -> None:
-    """Run the WorktreeRemove hooks with ``{worktree_path}``; an error if none or one fails."""
-    commands = hooks.commands_for("WorktreeRemove", None) if hooks is not None else []
-    if not commands:
-        raise WorktreeError(f"no WorktreeRemove hook configured; {info.path} was kept")
-    cwd = info.path.parent if info.path.parent.is_dir() else Path.cwd()
-    payload = _hook_payload("WorktreeRemove", cwd, session_id, worktree_path=str(info.path))
-    runs = await run_hooks(
-        commands, payload, cwd=cwd, env=clean_environment(cwd, os.environ), processes=processes
-    )
-    for run in runs:
-        if run.exit_code != 0:
-            why = run.error or run.stderr.strip() or ("timed out" if run.timed_out else "")
-            raise WorktreeError(f"WorktreeRemove hook {run.command.command!r} failed: {why}")
-
-
-def _hook_payload(event: str, cwd: Path, session_id: str, **fields: Any) -> dict[str, Any]:
-    return {"session_id": session_id, "cwd": str(cwd), "hook_event_name": event, **fields}

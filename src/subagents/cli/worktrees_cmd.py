@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from subagents.agents.worktree import (
-    WorktreeEntry,
     WorktreeError,
-    find_entry,
     find_repo_root,
+    worktree_changes,
+)
+from subagents.agents.worktree_admin import (
+    WorktreeEntry,
+    find_entry,
     list_worktrees,
     remove_worktree,
-    worktree_changes,
 )
 
 

@@ -26,13 +26,15 @@ from subagents.agents.worktree import (
     WorktreeError,
     WorktreeInfo,
     create_named_worktree,
-    create_with_hooks,
     discard_worktree,
     isolated_roots,
     random_session_name,
-    remove_with_hooks,
     working_dir_in,
     worktree_changes,
+)
+from subagents.agents.worktree_hooks import (
+    create_with_hooks,
+    remove_with_hooks,
 )
 from subagents.hooks.config import HookConfig
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
