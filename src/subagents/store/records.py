@@ -12,10 +12,18 @@ Older schema versions are read through ``subagents.store.migrations``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, get_args
 
+from subagents.store._reading import (
+    REQUIRED,
+    Reader,
+    is_int,
+    is_obj,
+    is_str_list,
+    optional,
+)
 from subagents.store.errors import InvalidRecordError, TerminalStatusError
 from subagents.store.process_identity import ProcessIdentity
 
@@ -31,95 +39,6 @@ IMMUTABLE_FIELDS: frozenset[str] = frozenset(
     {"schema_version", "agent_id", "session_id", "project_path", "created_at"}
 )
 """Fields ``update`` refuses to change: identity and the access-control key (session, project)."""
-
-_REQUIRED: Any = object()
-
-
-@dataclass(kw_only=True, frozen=True)
-class _Reader:
-    """Typed access to one JSON object; every error names the source file and the field."""
-
-    data: Mapping[str, Any]
-    source: str
-    where: str
-
-    def _fail(self, key: str, expected: str, value: Any) -> InvalidRecordError:
-        shown = repr(value)[:60]
-        return InvalidRecordError(
-            f"{self.source}: {self.where}.{key}: expected {expected}, got {shown}"
-        )
-
-    def get(self, key: str, check: Callable[[Any], bool], expected: str, default: Any) -> Any:
-        if key not in self.data:
-            if default is _REQUIRED:
-                raise InvalidRecordError(f"{self.source}: {self.where}.{key}: missing")
-            return default
-        value = self.data[key]
-        if not check(value):
-            raise self._fail(key, expected, value)
-        return value
-
-    def str_(self, key: str, default: Any = _REQUIRED) -> str:
-        return cast(str, self.get(key, _is_str, "a string", default))
-
-    def opt_str(self, key: str) -> str | None:
-        return cast("str | None", self.get(key, _opt(_is_str), "a string or null", None))
-
-    def int_(self, key: str, default: Any = _REQUIRED) -> int:
-        return cast(int, self.get(key, _is_int, "an integer >= 0", default))
-
-    def opt_int(self, key: str) -> int | None:
-        return cast("int | None", self.get(key, _opt(_is_int), "an integer or null", None))
-
-    def float_(self, key: str, default: Any = _REQUIRED) -> float:
-        return float(self.get(key, _is_number, "a number", default))
-
-    def opt_float(self, key: str) -> float | None:
-        value = self.get(key, _opt(_is_number), "a number or null", None)
-        return None if value is None else float(value)
-
-    def bool_(self, key: str, default: Any = _REQUIRED) -> bool:
-        return cast(bool, self.get(key, _is_bool, "true or false", default))
-
-    def choice(self, key: str, allowed: tuple[Any, ...], default: Any = _REQUIRED) -> Any:
-        return self.get(key, lambda v: v in allowed, f"one of {list(allowed)}", default)
-
-    def obj(self, key: str) -> _Reader:
-        value = self.get(key, _is_obj, "an object", _REQUIRED)
-        return _Reader(data=value, source=self.source, where=f"{self.where}.{key}")
-
-    def opt_obj(self, key: str) -> _Reader | None:
-        value = self.get(key, _opt(_is_obj), "an object or null", None)
-        return None if value is None else self.obj(key)
-
-    def child(self, key: str) -> _Reader:
-        """A nested object that may be missing: read as empty so its fields take defaults."""
-        value = self.get(key, _is_obj, "an object", {})
-        return _Reader(data=value, source=self.source, where=f"{self.where}.{key}")
-
-
-def _is_str(value: Any) -> bool:
-    return isinstance(value, str)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
-def _is_obj(value: Any) -> bool:
-    return isinstance(value, dict)
-
-
-def _opt(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
-    return lambda value: value is None or check(value)
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -141,7 +60,7 @@ class Lineage:
         }
 
     @classmethod
-    def read(cls, r: _Reader) -> Lineage:
+    def read(cls, r: Reader) -> Lineage:
         return cls(
             root_agent_id=r.str_("rootAgentId"),
             resumed_from=r.opt_str("resumedFrom"),
@@ -179,8 +98,8 @@ class ConfigSnapshot:
         }
 
     @classmethod
-    def read(cls, r: _Reader) -> ConfigSnapshot:
-        tools = r.get("tools", _opt(_is_str_list), "a list of strings or null", None)
+    def read(cls, r: Reader) -> ConfigSnapshot:
+        tools = r.get("tools", optional(is_str_list), "a list of strings or null", None)
         return cls(
             model=r.str_("model", ""),
             permission_mode=r.str_("permissionMode", "default"),
@@ -190,12 +109,8 @@ class ConfigSnapshot:
             isolation=r.opt_str("isolation"),
             definition_source=r.str_("definitionSource", ""),
             definition_path=r.opt_str("definitionPath"),
-            thinking=r.get("thinking", _opt(_is_obj), "an object or null", None),
+            thinking=r.get("thinking", optional(is_obj), "an object or null", None),
         )
-
-
-def _is_str_list(value: Any) -> bool:
-    return isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -210,7 +125,7 @@ class RunResult:
         return {"text": self.text, "reason": self.reason, "error": self.error}
 
     @classmethod
-    def read(cls, r: _Reader) -> RunResult:
+    def read(cls, r: Reader) -> RunResult:
         return cls(text=r.str_("text", ""), reason=r.str_("reason", ""), error=r.opt_str("error"))
 
 
@@ -232,7 +147,7 @@ class TokenUsage:
         }
 
     @classmethod
-    def read(cls, r: _Reader) -> TokenUsage:
+    def read(cls, r: Reader) -> TokenUsage:
         return cls(**{name: r.int_(name, 0) for name in cls().to_dict()})
 
 
@@ -256,7 +171,7 @@ class RunStats:
         }
 
     @classmethod
-    def read(cls, r: _Reader) -> RunStats:
+    def read(cls, r: Reader) -> RunStats:
         return cls(
             num_turns=r.int_("numTurns", 0),
             total_tool_use_count=r.int_("totalToolUseCount", 0),
@@ -278,7 +193,7 @@ class WorktreeInfo:
         return {"path": self.path, "branch": self.branch, "outcome": self.outcome}
 
     @classmethod
-    def read(cls, r: _Reader) -> WorktreeInfo:
+    def read(cls, r: Reader) -> WorktreeInfo:
         return cls(
             path=r.str_("path"),
             branch=r.str_("branch"),
@@ -362,13 +277,13 @@ class SidecarRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "<sidecar>") -> SidecarRecord:
         """Parse a version-2 dict; older versions go through ``migrations.load_record``."""
-        r = _Reader(data=data, source=source, where="sidecar")
-        if r.get("schemaVersion", _is_int, "an integer", _REQUIRED) != SCHEMA_VERSION:
+        r = Reader(data=data, source=source, where="sidecar")
+        if r.get("schemaVersion", is_int, "an integer", REQUIRED) != SCHEMA_VERSION:
             raise InvalidRecordError(f"{source}: sidecar.schemaVersion: expected {SCHEMA_VERSION}")
         return cls(**_identity_fields(r), **_state_fields(r))
 
 
-def _identity_fields(r: _Reader) -> dict[str, Any]:
+def _identity_fields(r: Reader) -> dict[str, Any]:
     return {
         "agent_id": r.str_("agentId"),
         "agent_type": r.str_("agentType"),
@@ -385,7 +300,7 @@ def _identity_fields(r: _Reader) -> dict[str, Any]:
     }
 
 
-def _state_fields(r: _Reader) -> dict[str, Any]:
+def _state_fields(r: Reader) -> dict[str, Any]:
     process = r.opt_obj("process")
     worktree = r.opt_obj("worktree")
     try:
