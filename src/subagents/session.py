@@ -20,6 +20,7 @@ from subagents.abort import AbortSignal
 from subagents.agents.agent_tool import AgentTool
 from subagents.agents.background import BackgroundAgentManager
 from subagents.agents.definitions import DefinitionSet, load_definitions
+from subagents.agents.durability import DurableRecords
 from subagents.agents.project_context import load_project_context
 from subagents.agents.prompts import main_system_prompt
 from subagents.agents.runner import AgentJob, AgentRun, run_agent
@@ -49,7 +50,10 @@ from subagents.permissions.context import context_from_settings
 from subagents.permissions.modes import parse_mode
 from subagents.settings import Settings, load_settings
 from subagents.state import ProjectState, canonical_project
+from subagents.store.files import FileStore
+from subagents.store.protocol import Store
 from subagents.store.transcript import read_messages
+from subagents.store.writer import DurableWriter
 from subagents.tools.base import Tool, ToolContext
 from subagents.tools.task_output import TaskOutputTool
 from subagents.tools.task_stop import TaskStopTool
@@ -96,6 +100,8 @@ class SessionOptions:
     """Answers permission ``ask``s; without one, asks are denied (headless behaviour)."""
     load_settings: bool = True
     """Read Claude Code / subagents settings files (permissions, hooks)."""
+    store: Store | None = None
+    """Where sidecar records go (default: ``FileStore`` under ``SUBAGENTS_HOME``)."""
     background_wait_ms: int | None = None
     """How long the main agent waits for background children after its final answer
     (default ``SUBAGENTS_PRINT_BG_WAIT_MS``, 10 min; 0 = do not wait)."""
@@ -164,6 +170,14 @@ class Session:
             root_inbox=self.inbox,
         )
         self.runtime.background = self.background
+        self.writer = DurableWriter()
+        self.store: Store = options.store or FileStore(self.state)
+        self.background.records = DurableRecords(
+            store=self.store,
+            writer=self.writer,
+            session_id=self.session_id,
+            project_path=str(self.cwd),
+        )
         self.runtime.shells = BackgroundShellManager(
             self.registry, self.state.tasks_dir, self.background.notify
         )
@@ -334,9 +348,14 @@ class Session:
             if extra:
                 messages[-1] = user_message(f"{prompt}\n\n{extra}")
         self._wait_for_background(ref.agent_id)
+        poller = asyncio.create_task(
+            self.background.poll_stop_requests(), name=f"stop-poller:{self.session_id}"
+        )
         try:
             outcome = await run_agent(job)
         finally:
+            poller.cancel()
+            await asyncio.gather(poller, return_exceptions=True)
             await self._shutdown()
             if hooks is not None:
                 await hooks.session_end("other")
@@ -352,7 +371,7 @@ class Session:
             wait_ms = self.config.print_bg_wait_ms
         if wait_ms <= 0:
             return
-        self.inbox.expecting = lambda: bool(self.background.running_background())
+        self.inbox.expecting = self.background.expecting_notifications
         self.inbox.wait_deadline = time.monotonic() + wait_ms / 1000
         self.registry.on_terminal(lambda _task: self.inbox.wake())
 
@@ -360,6 +379,8 @@ class Session:
         """Shutdown kills every task still running: background agents and shells."""
         await self.background.shutdown()
         await self.runtime.shells.shutdown()
+        await self.background.drain_writes()
+        await asyncio.to_thread(self.writer.close)
 
     def _caller(self) -> ModelCaller:
         return self.runtime.caller(self.model)

@@ -124,6 +124,7 @@ class AgentTool(Tool[AgentInput]):
                 description=args.description,
                 background=background,
             )
+            job.run.tool_use_id = info.tool_use_id
             return await self._run(runtime, job, info, background)
         definition = resolve_definition(runtime, args.subagent_type)
         _check_permission(runtime, definition)
@@ -136,6 +137,7 @@ class AgentTool(Tool[AgentInput]):
             model=args.model,
             mode=args.mode,
             background=background,
+            tool_use_id=info.tool_use_id,
         )
         if runtime.config.parallel_tasks_count > 1 and not background:
             from subagents.agents.synthesis import run_parallel_with_synthesis as fan_out

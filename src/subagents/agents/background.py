@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from subagents.abort import LinkedAbortSignal
+from subagents.agents.durability import DurableRecords
 from subagents.agents.lifecycle import run_child
 from subagents.agents.notifications import AgentNotice, notification_id, render_notification
 from subagents.agents.runner import AgentJob, AgentRun
@@ -37,7 +38,7 @@ from subagents.agents.tasks import TaskRegistry, TaskState, UnknownTaskError
 from subagents.agents.verification import VERIFICATION_AGENT_TYPE, verification_metadata
 from subagents.events import NotificationEvent, ProgressEvent
 from subagents.loop.inbox import Inbox, InboxItem
-from subagents.loop.query import LoopOutcome
+from subagents.loop.query import LoopOutcome, LoopStats
 from subagents.tools.base import CallInfo, ToolError, ToolOutput
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,9 @@ class BackgroundAgentManager:
         self._children: dict[str, _Child] = {}
         self.on_finalized: list[Callable[[AgentRun, TaskState], None]] = []
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self.records: DurableRecords | None = None
+        """Durable sidecars (set by the session when a store is configured)."""
+        self._pending_writes: set[asyncio.Future[Any]] = set()
         registry.register_kind("local_agent", self._kill)
         registry.on_terminal(self._wake_waiters)
 
@@ -94,6 +98,11 @@ class BackgroundAgentManager:
 
     def running_background(self) -> list[TaskState]:
         return [c.state for c in self._children.values() if c.background and not c.finalized]
+
+    def expecting_notifications(self) -> bool:
+        """Background children still running, or finished with their notification on its way
+        (waiting for the durable terminal write)."""
+        return bool(self.running_background() or self._pending_writes)
 
     # -- the two paths ---------------------------------------------------------------------
 
@@ -145,10 +154,24 @@ class BackgroundAgentManager:
         if name:
             self.names[name] = run.agent_id
         self.registry.start(run.agent_id)
+        if self.records is not None:
+            self.records.started(job, state)
+            self._track_activity(job, self.records)
         task = asyncio.create_task(run_child(runtime, job), name=f"agent:{run.agent_id}")
         child = _Child(job=job, task=task, state=state, background=background)
         self._children[run.agent_id] = child
         return child
+
+    @staticmethod
+    def _track_activity(job: AgentJob, records: DurableRecords) -> None:
+        previous, agent_id = job.on_turn, job.run.agent_id
+
+        def on_turn(stats: LoopStats) -> None:
+            if previous is not None:
+                previous(stats)
+            records.activity(agent_id)
+
+        job.on_turn = on_turn
 
     async def _wait_foreground(self, child: _Child) -> bool:
         """Wait for a foreground child; True when it was moved to the background instead."""
@@ -189,6 +212,8 @@ class BackgroundAgentManager:
             if frame.permissions is not None:
                 frame.permissions.background = True
         child.last_progress = time.monotonic()
+        if self.records is not None:
+            self.records.backgrounded(run.agent_id)
         child.supervisor = asyncio.create_task(
             self._supervise(child), name=f"supervise:{run.agent_id}"
         )
@@ -255,10 +280,50 @@ class BackgroundAgentManager:
         for callback in self.on_finalized:
             callback(run, state)
         self.registry.finish(run.agent_id, status, result=run.result_text, error=error)
-        if child.background:
-            self._notify_parent(child)
+        self._persist_then_notify(child)
         for done in self.runtime.on_child_done:
             done(run)
+
+    def _persist_then_notify(self, child: _Child) -> None:
+        """The terminal record is durable before the parent hears of the child."""
+        if self.records is None:
+            if child.background:
+                self._notify_parent(child)
+            return
+        written = asyncio.wrap_future(self.records.finished(child.run, child.state))
+        if child.background:
+            self._pending_writes.add(written)
+
+        def after(future: asyncio.Future[Any]) -> None:
+            if child.background:
+                self._pending_writes.discard(future)
+                self._notify_parent(child)
+                self.root_inbox.wake()
+
+        written.add_done_callback(after)
+
+    async def drain_writes(self) -> None:
+        """Wait for terminal writes in flight (and the notifications that follow them)."""
+        while self._pending_writes:
+            await asyncio.wait(set(self._pending_writes))
+            await asyncio.sleep(0)
+
+    async def poll_stop_requests(self, interval_s: float = 0.5) -> None:
+        """Honour ``subagents tasks stop`` from another process: it sets the durable flag."""
+        if self.records is None:
+            return
+        store = self.records.store
+        while True:
+            await asyncio.sleep(interval_s)
+            for agent_id, child in list(self._children.items()):
+                if child.finalized:
+                    continue
+                try:
+                    record = store.get(agent_id)
+                except Exception:
+                    continue
+                if record is not None and record.stop_requested:
+                    await self.registry.kill(agent_id)
 
     def _notify_parent(self, child: _Child) -> None:
         run, state = child.run, child.state

@@ -48,6 +48,7 @@ class ChildRequest:
     background: bool = False
     mode: str | None = None
     """The Agent call's ``mode``: capped by the parent's mode like the definition's."""
+    tool_use_id: str | None = None
 
 
 def prepare_child(
@@ -70,6 +71,7 @@ def prepare_child(
         model=model.name,
         depth=parent.depth + 1,
         is_background=request.background,
+        tool_use_id=request.tool_use_id,
     )
     messages: list[Message] = [user_message(request.prompt)]
     frame = AgentFrame(

@@ -44,6 +44,11 @@ class AgentRun:
     stats: LoopStats = field(default_factory=LoopStats)
     transcript_path: Path | None = None
     messages: list[Message] = field(default_factory=list)
+    tool_use_id: str | None = None
+    """The parent's tool call that started this run (its durable identity)."""
+    root_agent_id: str | None = None
+    resumed_from: str | None = None
+    resume_depth: int = 0
 
     @property
     def agent_id(self) -> str:

@@ -1,0 +1,151 @@
+"""Durable records of child runs: what the background manager writes, and when.
+
+Per child (SPEC §8-§9), through the session's ``Store`` and ``DurableWriter`` (off the loop):
+
+* at start — a ``running`` sidecar with the owner's process identity, the lineage and the frozen
+  config snapshot (model, permission mode, tools, system prompt, max turns, isolation), so a
+  resume never re-reads a definition and a crash leaves a record to reconcile;
+* while running — ``lastActiveAt`` at most once per second (the throttle is here, on the loop
+  side, so a busy child costs no thread hand-off per turn);
+* at the end — one write with status, result, stats and worktree outcome, *before* the parent's
+  notification is queued.
+
+The parent's acknowledgement of a notification is its own transcript: a resumed session delivers
+the notification of every finished background child of that session that its transcript does not
+already contain, so nothing is lost and nothing is delivered twice, across restarts included.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from subagents.agents.runner import AgentJob, AgentRun
+from subagents.agents.runtime import AgentFrame
+from subagents.agents.tasks import TaskState
+from subagents.store.process_identity import ProcessIdentity, current_identity
+from subagents.store.protocol import Store
+from subagents.store.records import (
+    ConfigSnapshot,
+    Lineage,
+    RunResult,
+    RunStats,
+    SidecarRecord,
+    TokenUsage,
+)
+from subagents.store.writer import DurableWriter
+
+log = logging.getLogger(__name__)
+
+ACTIVITY_INTERVAL_S = 1.0
+
+
+@dataclass(kw_only=True)
+class DurableRecords:
+    """The session's side of the store: build records, write them in order, off the loop."""
+
+    store: Store
+    writer: DurableWriter
+    session_id: str
+    project_path: str
+    identity: ProcessIdentity = field(default_factory=current_identity)
+    _last_touch: dict[str, float] = field(default_factory=dict)
+
+    def started(self, job: AgentJob, state: TaskState) -> None:
+        record = build_record(
+            job,
+            state,
+            session_id=self.session_id,
+            project_path=self.project_path,
+            identity=self.identity,
+        )
+        self.writer.submit(self.store.create, record)
+
+    def activity(self, agent_id: str) -> None:
+        now = time.monotonic()
+        if now - self._last_touch.get(agent_id, 0.0) < ACTIVITY_INTERVAL_S:
+            return
+        self._last_touch[agent_id] = now
+        self.writer.submit(self.store.touch_activity, agent_id)
+
+    def backgrounded(self, agent_id: str) -> None:
+        self.writer.submit(self.store.update, agent_id, is_background=True)
+
+    def finished(
+        self, run: AgentRun, state: TaskState, *, worktree: dict[str, Any] | None = None
+    ) -> concurrent.futures.Future[SidecarRecord]:
+        """The terminal write; await it before the notification is queued."""
+        self._last_touch.pop(run.agent_id, None)
+        changes: dict[str, Any] = {
+            "status": state.status,
+            "result": RunResult(text=run.result_text, reason=run.reason, error=state.error),
+            "stats": run_stats(run),
+            "notified": run.is_background,
+            "resumable": True,
+        }
+        return self.writer.submit(self.store.update, run.agent_id, **changes)
+
+
+def build_record(
+    job: AgentJob,
+    state: TaskState,
+    *,
+    session_id: str,
+    project_path: str,
+    identity: ProcessIdentity,
+) -> SidecarRecord:
+    run = job.run
+    frame = job.ctx.owner
+    definition = frame.definition if isinstance(frame, AgentFrame) else None
+    now = time.time()
+    return SidecarRecord(
+        agent_id=run.agent_id,
+        agent_type=run.agent_type,
+        description=run.description,
+        prompt=run.prompt,
+        session_id=session_id,
+        project_path=project_path,
+        parent_agent_id=run.ref.parent_agent_id,
+        is_background=run.is_background,
+        tool_use_id=run.tool_use_id,
+        lineage=Lineage(
+            root_agent_id=run.root_agent_id or run.agent_id,
+            resumed_from=run.resumed_from,
+            resume_depth=run.resume_depth,
+        ),
+        config=ConfigSnapshot(
+            model=run.model,
+            permission_mode=frame.permission_mode if isinstance(frame, AgentFrame) else "default",
+            tools=tuple(tool.name for tool in job.tools),
+            system_prompt=job.system,
+            max_turns=job.budget.max_turns,
+            isolation=definition.isolation if definition is not None else None,
+            definition_source=definition.source if definition is not None else "runtime",
+            definition_path=definition.path if definition is not None else None,
+            thinking=job.thinking,
+        ),
+        created_at=now,
+        last_active_at=now,
+        process=identity,
+        output_path=str(state.output_path) if state.output_path else None,
+        transcript_path=str(job.transcript) if job.transcript else None,
+    )
+
+
+def run_stats(run: AgentRun) -> RunStats:
+    usage = run.stats.usage
+    return RunStats(
+        num_turns=run.stats.num_turns,
+        total_tool_use_count=run.stats.tool_use_count,
+        total_tokens=usage.total,
+        usage=TokenUsage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens,
+        ),
+        total_duration_ms=run.duration_ms,
+    )
