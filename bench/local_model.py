@@ -134,7 +134,7 @@ async def generation_speed(model: LocalModel) -> dict[str, Any]:
             [],
             160,
         ),
-        constrained=False,
+        mode="free",
     )
     result = await asyncio.to_thread(engine.chat, body, threading.Event(), None)
     return {

@@ -15,6 +15,7 @@ from subagents.models.local_install import INSTALL_HINT, QWEN_SPEC, SMOLLM2_SPEC
 from subagents.models.local_prompt import (
     call_schema,
     inline_refs,
+    is_stuck_repeat,
     parse_reply,
     render_messages,
     reply_tool_name,
@@ -217,3 +218,29 @@ async def test_missing_model_is_a_clear_non_retryable_error(
         await complete(LocalModel(), request)
     assert caught.value.kind == "invalid_request"
     assert INSTALL_HINT in str(caught.value)
+
+
+def _round(call_input: dict[str, Any], result: str, n: int) -> list[Message]:
+    return [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": f"t{n}", "name": "Glob", "input": call_input}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": result}],
+        },
+    ]
+
+
+def test_stuck_repeat_needs_two_identical_calls_with_identical_results() -> None:
+    ask = [user_message("list files")]
+    star = {"pattern": "*"}
+    twice = ask + _round(star, "a.txt", 1) + _round(star, "a.txt", 2)
+    assert is_stuck_repeat(twice, "Glob", star)
+    assert not is_stuck_repeat(twice, "Glob", {"pattern": "*.py"})
+    assert not is_stuck_repeat(ask + _round(star, "a.txt", 1), "Glob", star)
+    polling = ask + _round(star, "a.txt", 1) + _round(star, "a.txt b.txt", 2)
+    assert not is_stuck_repeat(polling, "Glob", star)
+    new_question = [*twice, user_message("and now?")]
+    assert not is_stuck_repeat(new_question, "Glob", star)

@@ -8,7 +8,9 @@ tail.
 
 Tool calling: see ``local_prompt``. With tools, decoding is constrained by a JSON schema so the
 answer is always ``{"name": <tool>, "input": {...}}`` (``reply`` = final text); without tools the
-model answers freely and its text is streamed as ``TextDelta`` events.
+model answers freely and its text is streamed as ``TextDelta`` events. A small model that is
+stuck (about to make, for the third time in a row, a call that twice returned the same result) is
+re-decoded with only ``reply`` allowed, so it answers from what it already has.
 
 Threads and cancellation: generation runs on a worker thread (the engine releases the GIL), and
 tokens come back through a streaming callback, so the event loop stays free. When the consuming
@@ -33,7 +35,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from subagents.messages import Usage
 from subagents.models.base import (
@@ -51,7 +53,13 @@ from subagents.models.local_install import (
     ModelSpec,
     installed_model_path,
 )
-from subagents.models.local_prompt import call_schema, parse_reply, render_messages
+from subagents.models.local_prompt import (
+    ParsedReply,
+    call_schema,
+    is_stuck_repeat,
+    parse_reply,
+    render_messages,
+)
 
 INSTALL_EXTRA_HINT = "the local model needs xllamacpp: pip install 'subagents[local]'"
 DEFAULT_CONTEXT = 16384
@@ -208,26 +216,42 @@ class LocalModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         engine = await asyncio.to_thread(self.engine)
-        constrained = bool(request.tools)
-        result = EngineResult()
-        body = self.request_body(request, constrained=constrained)
-        async for item in _generate(engine, body, request, stream_text=not constrained):
-            if isinstance(item, TextDelta):
-                yield item
-            else:
-                result = item
-        if result.error is not None and constrained and _is_grammar_error(result.error):
-            # The engine refused the schema: fall back to free decoding and the lenient parser.
-            body = self.request_body(request, constrained=False)
-            async for item in _generate(engine, body, request, stream_text=False):
-                if isinstance(item, EngineResult):
+        if not request.tools:
+            result = EngineResult()
+            body = self.request_body(request, mode="free")
+            async for item in _generate(engine, body, request, stream_text=True):
+                if isinstance(item, TextDelta):
+                    yield item
+                else:
                     result = item
-        if result.error is not None:
-            raise _model_error(result.error)
-        yield self._done(result, request)
+            yield self._done(result, parse_reply(result.content, []), usage_from(result))
+            return
+        yield await self._tool_turn(engine, request)
 
-    def request_body(self, request: ModelRequest, *, constrained: bool) -> dict[str, Any]:
-        """The engine's chat-completion body: rendered messages, sampling, the constraint."""
+    async def _tool_turn(self, engine: LocalEngine, request: ModelRequest) -> MessageDone:
+        """A constrained turn; a stuck repeat of the same call is re-decoded as a final reply."""
+        result = await _result(engine, self.request_body(request, mode="tools"), request)
+        if result.error is not None and _is_grammar_error(result.error):
+            # The engine refused the schema: fall back to free decoding and the lenient parser.
+            result = await _result(engine, self.request_body(request, mode="free"), request)
+        parsed = parse_reply(result.content, request.tools)
+        usage = usage_from(result)
+        if parsed.tool_name is not None and is_stuck_repeat(
+            request.messages, parsed.tool_name, parsed.tool_input or {}
+        ):
+            result = await _result(engine, self.request_body(request, mode="reply"), request)
+            parsed = parse_reply(result.content, request.tools)
+            usage.add(usage_from(result))
+        return self._done(result, parsed, usage)
+
+    def request_body(
+        self, request: ModelRequest, *, mode: Literal["tools", "reply", "free"]
+    ) -> dict[str, Any]:
+        """The engine's chat-completion body: rendered messages, sampling, the constraint.
+
+        ``tools``: any tool or the reply tool; ``reply``: only the reply tool; ``free``: no
+        constraint. The messages are the same in every mode, so the prompt cache serves them.
+        """
         body: dict[str, Any] = {
             "messages": render_messages(request.system, request.messages, request.tools),
             "max_tokens": min(request.max_tokens, self.max_output_tokens),
@@ -236,12 +260,13 @@ class LocalModel:
             "cache_prompt": True,
             **self.sampling,
         }
-        if constrained:
-            body["json_schema"] = call_schema(request.tools)
+        if mode != "free":
+            body["json_schema"] = call_schema(request.tools, reply_only=mode == "reply")
         return body
 
-    def _done(self, result: EngineResult, request: ModelRequest) -> MessageDone:
-        parsed = parse_reply(result.content, request.tools)
+    def _done(self, result: EngineResult, parsed: ParsedReply, usage: Usage) -> MessageDone:
+        if result.error is not None:
+            raise _model_error(result.error)
         if parsed.tool_name is not None:
             stop_reason = "tool_use"
         elif result.finish_reason == "length":
@@ -250,10 +275,19 @@ class LocalModel:
             stop_reason = "end_turn"
         return MessageDone(
             message={"role": "assistant", "content": parsed.content()},
-            usage=usage_from(result),
+            usage=usage,
             stop_reason=stop_reason,
             model=self.name,
         )
+
+
+async def _result(engine: LocalEngine, body: dict[str, Any], request: ModelRequest) -> EngineResult:
+    """One request's result, no streaming of text."""
+    result = EngineResult()
+    async for item in _generate(engine, body, request, stream_text=False):
+        if isinstance(item, EngineResult):
+            result = item
+    return result
 
 
 async def _generate(

@@ -127,11 +127,42 @@ def _call_json(name: str, arguments: dict[str, Any]) -> str:
 # --- the constraint ------------------------------------------------------------------------------
 
 
-def call_schema(tools: Sequence[ToolSchema]) -> dict[str, Any]:
+def call_schema(tools: Sequence[ToolSchema], *, reply_only: bool = False) -> dict[str, Any]:
     """A JSON schema every allowed answer satisfies: one of the tools, or the reply tool."""
-    options = [_option(tool.name, inline_refs(tool.input_schema)) for tool in tools]
+    options = [] if reply_only else [_option(t.name, inline_refs(t.input_schema)) for t in tools]
     options.append(_option(reply_tool_name(tools), _REPLY_SCHEMA))
     return {"oneOf": options}
+
+
+def is_stuck_repeat(messages: Sequence[Message], name: str, arguments: dict[str, Any]) -> bool:
+    """Whether calling ``name(arguments)`` now would be the third identical call in a row.
+
+    Small models often re-issue the call they just made instead of answering. Polling is a
+    legitimate repeat, so only two earlier identical calls that also got identical results (the
+    world did not change) count as stuck.
+    """
+    seen: list[str] = []
+    index = len(messages) - 1
+    while len(seen) < 2:
+        if index < 1:
+            return False
+        call, result = messages[index - 1], messages[index]
+        if call["role"] != "assistant" or result["role"] != "user":
+            return False
+        uses = [b for b in _blocks(call) if b["type"] == "tool_use"]
+        results = [b for b in _blocks(result) if b["type"] == "tool_result"]
+        if len(uses) != 1 or len(results) != 1:
+            return False
+        if uses[0]["name"] != name or uses[0]["input"] != arguments:
+            return False
+        seen.append(tool_result_text(results[0]))
+        index -= 2
+    return len(seen) == 2 and seen[0] == seen[1]
+
+
+def _blocks(message: Message) -> list[ContentBlock]:
+    content = message["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
 def _option(name: str, input_schema: dict[str, Any]) -> dict[str, Any]:
