@@ -1,0 +1,145 @@
+"""`subagents tasks …` and `subagents transcript` against a real project's durable records."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cli_helpers import run_cli, write_script
+
+
+def background_script(tmp_path: Path, delay_ms: int) -> Path:
+    return write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "Agent",
+                                "input": {
+                                    "description": "long job",
+                                    "prompt": "work hard",
+                                    "subagent_type": "Explore",
+                                    "run_in_background": True,
+                                },
+                            }
+                        ]
+                    },
+                    {"text": "launched"},
+                    {"text": "heard: {{last_user}}"},
+                ],
+            },
+            {
+                "agent_type": "Explore",
+                "turns": [
+                    {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}]},
+                    {"text": "the long job result", "delay_ms": delay_ms},
+                ],
+            },
+        ],
+    )
+
+
+def test_list_show_output_and_transcript_after_a_run(tmp_path: Path) -> None:
+    script = background_script(tmp_path, 10)
+    run = run_cli(
+        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
+    )
+    assert run.code == 0, run.stderr
+    session_id = run.json()["session_id"]
+
+    listed = run_cli("tasks", "list", "--json", cwd=tmp_path)
+    assert listed.code == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert len(rows) == 1
+    row = rows[0]
+    assert set(row) == {
+        "id",
+        "type",
+        "status",
+        "description",
+        "agentType",
+        "sessionId",
+        "createdAt",
+        "endedAt",
+    }
+    assert row["status"] == "completed" and row["sessionId"] == session_id
+    assert row["agentType"] == "Explore"
+
+    shown = run_cli("tasks", "show", row["id"], "--json", cwd=tmp_path)
+    view = json.loads(shown.stdout)
+    assert view["lineage"] == {"rootAgentId": row["id"], "resumedFrom": None, "resumeDepth": 0}
+    assert "prompt" not in view and "config" not in view and "process" not in view
+    assert "projectPath" not in view
+
+    output = run_cli("tasks", "output", row["id"], "--json", cwd=tmp_path)
+    assert json.loads(output.stdout) == {
+        "id": row["id"],
+        "status": "completed",
+        "result": "the long job result",
+    }
+    plain = run_cli("tasks", "output", row["id"], cwd=tmp_path)
+    assert plain.stdout == "the long job result\n"
+
+    transcript = run_cli("transcript", row["id"], cwd=tmp_path)
+    assert transcript.code == 0
+    assert "[user] work hard" in transcript.stdout
+    assert "the long job result" in transcript.stdout
+
+    other = tmp_path / "other-project"
+    other.mkdir()
+    assert json.loads(run_cli("tasks", "list", "--json", cwd=other).stdout) == []
+    hidden = run_cli("tasks", "show", row["id"], cwd=other)
+    assert hidden.code == 1 and "no task" in hidden.stderr
+    refused = run_cli("tasks", "stop", row["id"], cwd=other)
+    assert refused.code == 1
+
+
+def test_stop_from_another_process_reaches_the_owner_within_a_second(tmp_path: Path) -> None:
+    script = background_script(tmp_path, 30_000)
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "subagents",
+            "-p",
+            "go",
+            "--model",
+            f"scripted:{script}",
+            "--output-format",
+            "json",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        task_id = None
+        deadline = time.monotonic() + 20
+        while task_id is None:
+            assert time.monotonic() < deadline, "the child never appeared"
+            rows = json.loads(run_cli("tasks", "list", "--json", cwd=tmp_path).stdout or "[]")
+            running = [r for r in rows if r["status"] == "running"]
+            task_id = running[0]["id"] if running else None
+            time.sleep(0.1)
+        started = time.monotonic()
+        stop = run_cli("tasks", "stop", task_id, "--json", cwd=tmp_path)
+        assert stop.code == 0, stop.stderr
+        assert json.loads(stop.stdout)["status"] == "killed"
+        assert time.monotonic() - started < 3
+        out, _err = owner.communicate(timeout=20)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+    result = json.loads(out)
+    assert result["agents"][1]["status"] == "killed"
+    assert "<status>killed</status>" in result["result"]
