@@ -57,6 +57,7 @@ from subagents.store.writer import DurableWriter
 from subagents.tools.base import Tool, ToolContext
 from subagents.tools.task_output import TaskOutputTool
 from subagents.tools.task_stop import TaskStopTool
+from subagents.tools.worktree_tools import EnterWorktreeTool, ExitWorktreeTool, WorktreeSession
 
 SUBTYPES = {
     "completed": "success",
@@ -267,7 +268,18 @@ class Session:
         from subagents.tools import core_tools
 
         agent = AgentTool(background_available=not self.config.background_disabled)
-        return [agent, *core_tools(), TaskOutputTool(), TaskStopTool()]
+        worktrees = WorktreeSession(
+            hooks=self.runtime.hooks.config if self.runtime.hooks is not None else None,
+            session_id=self.session_id,
+        )
+        return [
+            agent,
+            *core_tools(),
+            TaskOutputTool(),
+            TaskStopTool(),
+            EnterWorktreeTool(worktrees),
+            ExitWorktreeTool(worktrees),
+        ]
 
     def _history(self, prompt: str) -> list[Message]:
         messages: list[Message] = []

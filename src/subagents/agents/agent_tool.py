@@ -13,6 +13,7 @@ every process it started is dead before the call returns.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
@@ -24,6 +25,7 @@ from subagents.agents.fork import FORK_AGENT_TYPE, FORK_IN_FORK_ERROR, prepare_f
 from subagents.agents.runner import AgentJob
 from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.agents.schema import AgentDefinition
+from subagents.ids import new_id
 from subagents.models.base import ToolSchema
 from subagents.tools.base import (
     CallInfo,
@@ -114,6 +116,11 @@ class AgentTool(Tool[AgentInput]):
         if frame.is_fork:
             raise ToolError(FORK_IN_FORK_ERROR)
         if wants_fork(args.subagent_type, runtime):
+            if args.isolation or args.cwd:
+                raise ToolError(
+                    "A fork shares its parent's working directory: isolation and cwd need a "
+                    "subagent_type"
+                )
             _check_limits(runtime, frame)
             background = self._background(args, None, runtime)
             job = prepare_fork(
@@ -140,13 +147,49 @@ class AgentTool(Tool[AgentInput]):
             tool_use_id=info.tool_use_id,
         )
         if runtime.config.parallel_tasks_count > 1 and not background:
+            # Copies share the parent's working directory (no per-copy worktrees yet).
             from subagents.agents.synthesis import run_parallel_with_synthesis as fan_out
 
             return await fan_out(
                 runtime, ctx, frame, request, runtime.config.parallel_tasks_count, info
             )
+        await self._place(request, args, definition, runtime, ctx)
         job = prepare_child(runtime, ctx, frame, request)
         return await self._run(runtime, job, info, background)
+
+    async def _place(
+        self,
+        request: ChildRequest,
+        args: AgentInput,
+        definition: AgentDefinition,
+        runtime: AgentRuntime,
+        ctx: ToolContext,
+    ) -> None:
+        """Where the child works: its own worktree, a given ``cwd``, or the parent's."""
+        if args.cwd:
+            request.cwd = _checked_cwd(args.cwd, ctx)
+            return
+        if (args.isolation or definition.isolation) != "worktree":
+            return
+        from subagents.agents.worktree import WorktreeError, isolated_roots, working_dir_in
+        from subagents.agents.worktree_hooks import create_isolated
+
+        agent_id = new_id("local_agent")
+        hooks = runtime.hooks.config if runtime.hooks is not None else None
+        try:
+            worktree = await create_isolated(
+                ctx.cwd,
+                agent_id,
+                hooks=hooks,
+                session_id=runtime.session_id,
+                processes=ctx.processes,
+            )
+        except WorktreeError as exc:
+            raise ToolError(f"Could not create an isolated worktree: {exc}") from exc
+        request.agent_id = agent_id
+        request.worktree = worktree
+        request.cwd = working_dir_in(worktree, ctx.cwd)
+        request.roots = isolated_roots(ctx.roots, ctx.cwd, worktree.path)
 
     async def _run(
         self, runtime: AgentRuntime, job: AgentJob, info: CallInfo, background: bool
@@ -184,6 +227,20 @@ def _host(ctx: ToolContext) -> tuple[AgentRuntime, AgentFrame]:
     if not isinstance(runtime, AgentRuntime) or not isinstance(frame, AgentFrame):
         raise ToolError("The Agent tool needs a session runtime; run it inside a Session")
     return runtime, frame
+
+
+def _checked_cwd(raw: str, ctx: ToolContext) -> Path:
+    """``cwd`` must be an existing directory inside the parent's roots (no escape by cwd)."""
+    path = Path(raw)
+    if not path.is_absolute():
+        raise ToolError(f"cwd must be an absolute path, got {raw!r}")
+    resolved = path.resolve()
+    if not resolved.is_dir():
+        raise ToolError(f"cwd {raw!r} is not a directory")
+    if not any(resolved.is_relative_to(root.resolve()) for root in ctx.roots):
+        allowed = ", ".join(str(r) for r in ctx.roots)
+        raise ToolError(f"cwd {raw!r} is outside the allowed directories ({allowed})")
+    return resolved
 
 
 def wants_fork(subagent_type: str | None, runtime: AgentRuntime) -> bool:

@@ -340,6 +340,8 @@ class BackgroundAgentManager:
             tool_uses=run.stats.tool_use_count,
             total_tokens=run.stats.usage.total,
             duration_ms=run.duration_ms,
+            worktree_path=run.worktree_fields.get("worktreePath"),
+            worktree_branch=run.worktree_fields.get("worktreeBranch"),
         )
         text = render_notification(notice, max_result=self.runtime.config.task_max_output)
         owner = run.ref.parent_agent_id or ""
@@ -529,6 +531,7 @@ def completed_payload(run: AgentRun) -> dict[str, Any]:
         "agentType": run.agent_type,
         "model": run.model,
     }
+    payload.update(run.worktree_fields)
     if run.agent_type == VERIFICATION_AGENT_TYPE:
         payload["verification"] = verification_metadata(run)
     return payload
@@ -542,6 +545,10 @@ def completed_output(run: AgentRun) -> ToolOutput:
         f"{run.stats.tool_use_count} · tokens: {run.stats.usage.total} · "
         f"duration: {run.duration_ms} ms]"
     )
+    if run.worktree_fields:
+        where = run.worktree_fields.get("worktreePath", "")
+        branch = run.worktree_fields.get("worktreeBranch", "")
+        trailer += f"\n[worktree kept: {where} (branch {branch})]"
     if run.status == "completed":
         return ToolOutput(content=f"{run.result_text}\n\n{trailer}", metadata=payload)
     reason = run.error or run.reason

@@ -49,13 +49,18 @@ class ChildRequest:
     mode: str | None = None
     """The Agent call's ``mode``: capped by the parent's mode like the definition's."""
     tool_use_id: str | None = None
+    agent_id: str | None = None
+    """Drawn by the caller when something (a worktree) must be named after the child first."""
+    roots: tuple[Path, ...] | None = None
+    worktree: Any = None
+    """The child's isolated worktree (``agents.worktree.WorktreeInfo``), when isolated."""
 
 
 def prepare_child(
     runtime: AgentRuntime, parent_ctx: ToolContext, parent: AgentFrame, request: ChildRequest
 ) -> AgentJob:
     definition = request.definition
-    agent_id = new_id("local_agent")
+    agent_id = request.agent_id or new_id("local_agent")
     ref = AgentRef(
         agent_id=agent_id, agent_type=definition.name, parent_agent_id=parent_ctx.agent.agent_id
     )
@@ -97,6 +102,7 @@ def prepare_child(
         abort=abort,
         owner=frame,
         cwd=request.cwd,
+        roots=request.roots,
         can_use_tool=child_permissions(checker or parent_ctx.can_use_tool, definition),
         hooks=child_hooks(runtime, definition, run, runtime.transcript_for(agent_id)),
     )
@@ -111,6 +117,7 @@ def prepare_child(
         transcript=runtime.transcript_for(agent_id),
         tool_schemas=frame.tool_schemas,
         tool_concurrency=runtime.config.tool_concurrency,
+        worktree=request.worktree,
     )
 
 

@@ -36,6 +36,7 @@ from subagents.store.records import (
     SidecarRecord,
     TokenUsage,
 )
+from subagents.store.records import WorktreeInfo as StoreWorktree
 from subagents.store.writer import DurableWriter
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,13 @@ class DurableRecords:
             "notified": run.is_background,
             "resumable": True,
         }
+        if run.worktree_outcome is not None and run.worktree_outcome.get("path"):
+            kept = bool(run.worktree_outcome.get("kept"))
+            changes["worktree"] = StoreWorktree(
+                path=str(run.worktree_outcome["path"]),
+                branch=str(run.worktree_outcome.get("branch") or ""),
+                outcome="kept" if kept else "removed",
+            )
         return self.writer.submit(self.store.update, run.agent_id, **changes)
 
 
@@ -132,7 +140,14 @@ def build_record(
         process=identity,
         output_path=str(state.output_path) if state.output_path else None,
         transcript_path=str(job.transcript) if job.transcript else None,
+        worktree=_worktree_record(job.worktree),
     )
+
+
+def _worktree_record(info: Any) -> StoreWorktree | None:
+    if info is None:
+        return None
+    return StoreWorktree(path=str(info.path), branch=info.branch or "", outcome="active")
 
 
 def run_stats(run: AgentRun) -> RunStats:

@@ -33,11 +33,29 @@ async def run_child(runtime: AgentRuntime, job: AgentJob) -> LoopOutcome:
     try:
         return await run_agent(job)
     finally:
+        if job.worktree is not None:
+            await _settle_worktree(job)
         if hooks is not None:
             try:
                 await hooks.ensure_stopped(run.agent_id, run.agent_type, transcript)
             except Exception:  # a crashed hook must not hide the child's own outcome
                 _log.exception("SubagentStop hook failed for %s", run.agent_id)
+
+
+async def _settle_worktree(job: AgentJob) -> None:
+    """Success with no change removes the worktree; anything else keeps it (and says where)."""
+    from subagents.agents.worktree import finish_worktree
+
+    run = job.run
+    try:
+        outcome = await finish_worktree(job.worktree, success=run.status == "completed")
+    except Exception as exc:  # never lose the child's work over a cleanup error: keep it
+        _log.exception("settling the worktree of %s failed", run.agent_id)
+        run.worktree_fields = {"worktreePath": str(job.worktree.path)}
+        run.worktree_outcome = {"kept": True, "reason": f"cleanup failed: {exc}"}
+        return
+    run.worktree_fields = outcome.result_fields()
+    run.worktree_outcome = outcome.to_dict()
 
 
 def _add_context(job: AgentJob, text: str) -> None:

@@ -49,6 +49,9 @@ class AgentRun:
     root_agent_id: str | None = None
     resumed_from: str | None = None
     resume_depth: int = 0
+    worktree_fields: dict[str, str] = field(default_factory=dict)
+    """``worktreePath``/``worktreeBranch`` when the child's worktree was kept."""
+    worktree_outcome: dict[str, Any] | None = None
 
     @property
     def agent_id(self) -> str:
@@ -90,6 +93,8 @@ class AgentJob:
     on_turn: Callable[[LoopStats], None] | None = None
     tool_schemas: list[Any] | None = None
     tool_concurrency: int = 10
+    worktree: Any = None
+    """The child's isolated worktree (``agents.worktree.WorktreeInfo``); settled at the end."""
 
 
 async def run_agent(job: AgentJob) -> LoopOutcome:
