@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 
 
 class ProcessTracker:
     """The live process groups of one agent (or of the whole session, at the root)."""
 
-    __slots__ = ("_groups",)
+    __slots__ = ("_groups", "on_add")
 
-    def __init__(self) -> None:
+    def __init__(self, on_add: Callable[[int], None] | None = None) -> None:
         self._groups: set[int] = set()
+        self.on_add = on_add
+        """Called with each new group (a child records it on disk for crash recovery)."""
 
     def add(self, pgid: int) -> None:
         self._groups.add(pgid)
+        if self.on_add is not None:
+            self.on_add(pgid)
 
     def discard(self, pgid: int) -> None:
         self._groups.discard(pgid)

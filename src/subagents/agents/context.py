@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from subagents.abort import AbortSignal
+from subagents.agents.leftovers import group_recorder, pids_path
 from subagents.events import AgentRef
 from subagents.loop.hooks import LoopHooks
 from subagents.processes import ProcessTracker
@@ -48,7 +49,7 @@ def create_subagent_context(
         abort=abort,
         agent=agent,
         emit=parent.emit,
-        processes=ProcessTracker(),
+        processes=_child_tracker(parent.services, agent),
         read_files=dict(parent.read_files),
         can_use_tool=can_use_tool,
         hooks=hooks,
@@ -56,3 +57,13 @@ def create_subagent_context(
         services=parent.services,
         owner=owner,
     )
+
+
+def _child_tracker(services: Any, agent: AgentRef) -> ProcessTracker:
+    """A fresh tracker that also records each group on disk (``agents.leftovers``), so crash
+    recovery can kill the child's shells after the runtime itself was killed."""
+    transcript_for = getattr(services, "transcript_for", None)
+    transcript = transcript_for(agent.agent_id) if callable(transcript_for) else None
+    if not isinstance(transcript, Path):
+        return ProcessTracker()
+    return ProcessTracker(on_add=group_recorder(pids_path(transcript)))

@@ -1,0 +1,101 @@
+"""Leftover processes of a child: recorded as they start, killed by crash recovery.
+
+A child's shells run in their own process groups (``start_new_session=True``), so they survive a
+SIGKILL of the runtime that started them. While the runtime lives, ``ProcessTracker`` kills them;
+after a crash only the disk remembers them. So every group a child's tracker adds is appended to
+``<agents dir>/<agent id>.pids`` as one ``<pgid> <start identity>`` line (file ``0600``, opened
+``O_APPEND | O_NOFOLLOW`` so a planted symlink cannot redirect the write).
+
+Recovery (``kill_leftovers``) never trusts the number alone — a PID is reused sooner or later:
+
+* the leader still exists with the recorded start identity → the group is ours: kill it;
+* the leader exists with another identity → a stranger reuses the PID: leave it alone;
+* the leader is gone but the group still has members → kill it: Linux does not hand out a number
+  still in use as a process-group id, so the group can only be the one we recorded;
+* nothing left → nothing to do.
+
+Lines are appended and never rewritten; a group that ended normally stays listed and is simply
+found gone (or reused, and then skipped) at recovery.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+from subagents.processes import kill_group
+from subagents.store.process_identity import pid_exists, start_identity
+
+log = logging.getLogger(__name__)
+
+PIDS_SUFFIX = ".pids"
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def pids_path(transcript: Path) -> Path:
+    """The leftover-process file next to a child's transcript (``<agent id>.pids``)."""
+    return transcript.with_suffix(PIDS_SUFFIX)
+
+
+def record_group(path: Path, pgid: int) -> None:
+    """Append ``pgid`` and its leader's start identity (``-`` when unknown)."""
+    identity = start_identity(pgid) or "-"
+    try:
+        fd = os.open(path, _APPEND_FLAGS, 0o600)
+    except OSError as exc:
+        log.warning("cannot record process group %s in %s: %s", pgid, path, exc)
+        return
+    try:
+        os.write(fd, f"{pgid} {identity}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def group_recorder(path: Path) -> Callable[[int], None]:
+    """A ``ProcessTracker.on_add`` callback that records groups in ``path``."""
+    return lambda pgid: record_group(path, pgid)
+
+
+def read_groups(path: Path) -> list[tuple[int, str | None]]:
+    """``(pgid, start identity)`` pairs of a pids file; malformed lines are skipped."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    groups: list[tuple[int, str | None]] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit() and int(parts[0]) > 0:
+            groups.append((int(parts[0]), None if parts[1] == "-" else parts[1]))
+    return groups
+
+
+def group_has_members(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_our_group(pgid: int, identity: str | None) -> bool:
+    """Whether ``pgid`` is still the group we recorded (see the module docstring)."""
+    if pid_exists(pgid):
+        return identity is not None and start_identity(pgid) == identity
+    return group_has_members(pgid)
+
+
+def kill_leftovers(path: Path, sig: int = signal.SIGKILL) -> list[int]:
+    """Kill every recorded group that is verifiably still ours; returns the groups signalled."""
+    killed: list[int] = []
+    for pgid, identity in read_groups(path):
+        if pgid in killed or not is_our_group(pgid, identity):
+            continue
+        if kill_group(pgid, sig):
+            killed.append(pgid)
+    return killed
