@@ -55,6 +55,7 @@ from subagents.store.protocol import Store
 from subagents.store.transcript import read_messages
 from subagents.store.writer import DurableWriter
 from subagents.tools.base import Tool, ToolContext
+from subagents.tools.send_message import SendMessageTool
 from subagents.tools.task_output import TaskOutputTool
 from subagents.tools.task_stop import TaskStopTool
 from subagents.tools.worktree_tools import EnterWorktreeTool, ExitWorktreeTool, WorktreeSession
@@ -277,6 +278,7 @@ class Session:
             *core_tools(),
             TaskOutputTool(),
             TaskStopTool(),
+            SendMessageTool(),
             EnterWorktreeTool(worktrees),
             ExitWorktreeTool(worktrees),
         ]

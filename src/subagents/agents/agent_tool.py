@@ -109,12 +109,12 @@ class AgentTool(Tool[AgentInput]):
     async def call(self, args: AgentInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         runtime, frame = _host(ctx)
         self._check_environment(args, frame)
-        if args.resume_from:
-            raise ToolError("resume_from is not available yet in this runtime")
-        if args.team_name or args.name:
-            raise ToolError("Teams are not available in this runtime: omit name and team_name")
+        if args.team_name:
+            raise ToolError("Teams are not available in this runtime: omit team_name")
         if frame.is_fork:
             raise ToolError(FORK_IN_FORK_ERROR)
+        if args.resume_from:
+            return await self._resume(args, args.resume_from, runtime, ctx, frame, info)
         if wants_fork(args.subagent_type, runtime):
             if args.isolation or args.cwd:
                 raise ToolError(
@@ -132,7 +132,7 @@ class AgentTool(Tool[AgentInput]):
                 background=background,
             )
             job.run.tool_use_id = info.tool_use_id
-            return await self._run(runtime, job, info, background)
+            return await self._run(runtime, job, info, background, name=args.name)
         definition = resolve_definition(runtime, args.subagent_type)
         _check_permission(runtime, definition)
         _check_limits(runtime, frame)
@@ -155,7 +155,7 @@ class AgentTool(Tool[AgentInput]):
             )
         await self._place(request, args, definition, runtime, ctx)
         job = prepare_child(runtime, ctx, frame, request)
-        return await self._run(runtime, job, info, background)
+        return await self._run(runtime, job, info, background, name=args.name)
 
     async def _place(
         self,
@@ -192,11 +192,46 @@ class AgentTool(Tool[AgentInput]):
         request.roots = isolated_roots(ctx.roots, ctx.cwd, worktree.path)
 
     async def _run(
-        self, runtime: AgentRuntime, job: AgentJob, info: CallInfo, background: bool
+        self,
+        runtime: AgentRuntime,
+        job: AgentJob,
+        info: CallInfo,
+        background: bool,
+        *,
+        name: str | None = None,
     ) -> ToolOutput:
         if background:
-            return launch_background_child(runtime, job)
-        return await run_sync_child(runtime, job, info)
+            return launch_background_child(runtime, job, name=name)
+        return await run_sync_child(runtime, job, info, name=name)
+
+    async def _resume(
+        self,
+        args: AgentInput,
+        source_id: str,
+        runtime: AgentRuntime,
+        ctx: ToolContext,
+        frame: AgentFrame,
+        info: CallInfo,
+    ) -> ToolOutput:
+        """``resume_from``: a new run from the source's frozen snapshot (``agents.resume``);
+        exempt from the concurrent-children limit (SPEC §15)."""
+        from subagents.agents.resume import prepare_resume, refuse_overrides, settle_writes
+
+        refuse_overrides(model=args.model, mode=args.mode, isolation=args.isolation, cwd=args.cwd)
+        await settle_writes(runtime)
+        background = self._background(args, None, runtime)
+        job = prepare_resume(
+            runtime,
+            ctx,
+            frame,
+            source_id=source_id,
+            prompt=args.prompt,
+            description=args.description,
+            subagent_type=args.subagent_type,
+            background=background,
+            tool_use_id=info.tool_use_id,
+        )
+        return await self._run(runtime, job, info, background, name=args.name)
 
     def _background(
         self, args: AgentInput, definition: AgentDefinition | None, runtime: AgentRuntime
@@ -284,16 +319,20 @@ def _check_limits(runtime: AgentRuntime, frame: AgentFrame) -> None:
         )
 
 
-async def run_sync_child(runtime: AgentRuntime, job: AgentJob, info: CallInfo) -> ToolOutput:
+async def run_sync_child(
+    runtime: AgentRuntime, job: AgentJob, info: CallInfo, *, name: str | None = None
+) -> ToolOutput:
     """Run a child in the foreground (the parent waits; it may be auto-backgrounded)."""
     manager = runtime.background
     if not isinstance(manager, BackgroundAgentManager):
         raise ToolError("The Agent tool needs a session runtime; run it inside a Session")
-    return await manager.run_foreground(job, info)
+    return await manager.run_foreground(job, info, name=name)
 
 
-def launch_background_child(runtime: AgentRuntime, job: AgentJob) -> ToolOutput:
+def launch_background_child(
+    runtime: AgentRuntime, job: AgentJob, *, name: str | None = None
+) -> ToolOutput:
     manager = runtime.background
     if not isinstance(manager, BackgroundAgentManager):
         raise ToolError("The Agent tool needs a session runtime; run it inside a Session")
-    return manager.launch(job)
+    return manager.launch(job, name=name)
