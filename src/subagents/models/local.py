@@ -198,14 +198,18 @@ class LocalModel:
     sampling: dict[str, Any] = field(default_factory=dict)
     """Extra llama.cpp sampling fields (``dry_multiplier``, ``repeat_penalty``, ...)."""
     provider: str = "local"
+    _verified: Path | None = field(default=None, init=False, repr=False)
 
     def model_path(self) -> Path:
-        """The file to load; for a pinned model, verified (hash and GGUF name) first."""
+        """The file to load; for a pinned model, verified (hash and GGUF name) once first."""
+        if self._verified is not None:
+            return self._verified
         if self.spec is not None:
             try:
-                return installed_model_path(self.spec)
+                self._verified = installed_model_path(self.spec)
             except ModelInstallError as error:
                 raise ModelError("invalid_request", str(error))
+            return self._verified
         if self.path is None or not self.path.is_file():
             raise ModelError("invalid_request", f"local model file not found: {self.path}")
         return self.path
