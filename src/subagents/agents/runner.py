@@ -95,6 +95,9 @@ class AgentJob:
     tool_concurrency: int = 10
     worktree: Any = None
     """The child's isolated worktree (``agents.worktree.WorktreeInfo``); settled at the end."""
+    logged_messages: int = 0
+    """Leading ``messages`` already in the transcript (a resumed session's history), so they
+    are not written twice."""
 
 
 async def run_agent(job: AgentJob) -> LoopOutcome:
@@ -104,7 +107,7 @@ async def run_agent(job: AgentJob) -> LoopOutcome:
     run.transcript_path = job.transcript
     run.messages = job.messages
     if log is not None:
-        for message in job.messages:
+        for message in job.messages[job.logged_messages :]:
             log.append(message)
         log.flush()
     spec = LoopSpec(

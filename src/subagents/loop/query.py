@@ -179,6 +179,8 @@ class _Loop:
             except ModelError as exc:
                 return "model_error", f"{exc.kind}: {exc}"
             calls = tool_uses(message)
+            if calls and spec.log is not None:
+                spec.log.flush()  # the calls are durable before they run: a restart repairs them
             if self.ctx.abort.aborted:
                 # Aborted from inside this task (a hook, the denial breaker): no tool runs.
                 self.turn = TurnResults(calls=calls)
