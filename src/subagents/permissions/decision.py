@@ -64,6 +64,9 @@ class Decision:
     """The call in words, e.g. "Bash with command `rm x`"; names the part that decided."""
 
 
+_ALLOW = Decision(behavior="allow")
+
+
 def decide(
     context: PermissionContext, tool: Tool[Any], args: BaseModel, ctx: ToolContext
 ) -> Decision:
@@ -84,6 +87,8 @@ def decide(
 def _decide_tool(
     context: PermissionContext, tool: Tool[Any], args: BaseModel, ctx: ToolContext
 ) -> Decision:
+    if not context.deny and not context.ask and tool.is_read_only(args):
+        return _ALLOW  # the common case, on every call: no rule can change the verdict
     names = (tool.name, *tool.aliases)
     subject = describe_call(tool.name, args, ctx)
 
