@@ -360,3 +360,62 @@ async def test_a_child_of_another_session_is_refused(tmp_path: Path) -> None:
     }
     _, again = await run_session(tmp_path, third, resume=owner.session_id)
     assert "back" in again.result
+
+
+async def test_a_user_stopped_child_is_resumable_after_a_restart(tmp_path: Path) -> None:
+    first = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            agent_call("long job", subagent_type="x", run_in_background=True)
+                        ]
+                    },
+                    {
+                        "capture": {"id": AGENT_ID},
+                        "delay_ms": 200,
+                        "tool_calls": [
+                            {"name": "TaskStop", "input": {"task_id": "{{capture.id}}"}}
+                        ],
+                    },
+                    {"text": "stopped"},
+                    {"text": "{{last_user}}"},
+                ],
+            },
+            {
+                "agent_type": "x",
+                "match": "long job",
+                "turns": [
+                    {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}]},
+                    {"text": "never", "delay_ms": 10_000},
+                ],
+            },
+        ]
+    }
+    owner, _ = await run_session(tmp_path, first)
+    stopped = owner.agents[1].agent_id
+    assert sidecar(tmp_path, stopped).status == "killed"
+    second = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [agent_call("pick it up", resume_from=stopped)]},
+                    {"text": "{{tool_results}}"},
+                ],
+            },
+            {
+                "agent_type": "x",
+                "match": "pick it up",
+                "turns": [{"text": "resumed after restart"}],
+            },
+        ]
+    }
+    later, result = await run_session(tmp_path, second, resume=owner.session_id)
+    assert "resumed after restart" in result.result
+    resumed = later.agents[1]
+    assert sidecar(tmp_path, resumed.agent_id).lineage == Lineage(
+        root_agent_id=stopped, resumed_from=stopped, resume_depth=1
+    )

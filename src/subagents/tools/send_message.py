@@ -92,10 +92,16 @@ async def _resume_with(
         raise ToolError("SendMessage needs a session runtime; run it inside a Session")
     await settle_writes(runtime)
     store, _, _ = session_store(runtime)
-    if _record(store, agent_id) is None:
+    record = _record(store, agent_id)
+    if record is None:
         known = ", ".join(sorted(manager.names)) or "none"
         raise ToolError(
             f"SendMessage: no agent named or with id {target!r}. Known agent names: {known}"
+        )
+    if not record.is_terminal:
+        raise ToolError(
+            f"SendMessage: agent {agent_id} is running, but not in this process, so its inbox "
+            "cannot be reached from here; wait for it to finish, then message it again"
         )
     job = prepare_resume(
         runtime,
