@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from subagents.abort import AbortSignal
+from subagents.agents import recovery
 from subagents.agents.agent_tool import AgentTool
 from subagents.agents.background import BackgroundAgentManager
 from subagents.agents.definitions import DefinitionSet, load_definitions
@@ -52,7 +53,6 @@ from subagents.settings import Settings, load_settings
 from subagents.state import ProjectState, canonical_project
 from subagents.store.files import FileStore
 from subagents.store.protocol import Store
-from subagents.store.transcript import read_messages
 from subagents.store.writer import DurableWriter
 from subagents.tools.base import Tool, ToolContext
 from subagents.tools.send_message import SendMessageTool
@@ -283,15 +283,27 @@ class Session:
             ExitWorktreeTool(worktrees),
         ]
 
-    def _history(self, prompt: str) -> list[Message]:
-        messages: list[Message] = []
-        if self.options.resume:
-            path = self.state.session_transcript(self.options.resume)
-            if not path.exists():
-                raise ValueError(f"--resume {self.options.resume}: no such session in {self.cwd}")
-            messages = read_messages(path)
-        messages.append(user_message(prompt))
-        return messages
+    def _history(self, prompt: str) -> tuple[list[Message], int]:
+        """The messages to start from, and how many of them the transcript already holds.
+
+        A resumed session continues its durable history (``agents.recovery``): tool calls a
+        crash left unanswered get results (an adopted foreground child's output, or an
+        "interrupted" error), and finished background children whose notification the
+        transcript lacks are queued in the inbox, once each."""
+        if not self.options.resume:
+            return [user_message(prompt)], 0
+        path = self.state.session_transcript(self.options.resume)
+        if not path.exists():
+            raise ValueError(f"--resume {self.options.resume}: no such session in {self.cwd}")
+        history = recovery.load_session_history(path)
+        records = self.store.list_agents(self.cwd, session_id=self.session_id)
+        repair = recovery.repair_unanswered(
+            history, records, session_id=self.session_id, project_path=str(self.cwd)
+        )
+        max_result = self.config.task_max_output
+        for item in recovery.pending_notifications(history, records, max_result=max_result):
+            self.inbox.put(item)
+        return [*history, recovery.resumed_user_message(repair, prompt)], len(history)
 
     async def _run_main(self, prompt: str) -> RunResult:
         tools = self.main_tools()
@@ -315,7 +327,14 @@ class Session:
         context = self.runtime.context_block(read_only=False)
         if context:
             system = f"{system}\n\n{context}"
-        messages = self._history(prompt)
+        await recovery.reconcile_orphans(self.store, self.state, hooks=self.runtime.hooks)
+        hooks = self.runtime.hooks
+        prompt_text = prompt
+        if hooks is not None:
+            extra = await hooks.session_start("resume" if self.options.resume else "startup")
+            if extra:
+                prompt_text = f"{prompt}\n\n{extra}"
+        messages, logged = self._history(prompt_text)
         frame = AgentFrame(
             run=run,
             depth=0,
@@ -354,13 +373,9 @@ class Session:
             ),
             inbox=self.inbox,
             transcript=self._transcript_path(),
+            logged_messages=logged,
         )
         started = time.monotonic()
-        hooks = self.runtime.hooks
-        if hooks is not None:
-            extra = await hooks.session_start("resume" if self.options.resume else "startup")
-            if extra:
-                messages[-1] = user_message(f"{prompt}\n\n{extra}")
         self._wait_for_background(ref.agent_id)
         poller = asyncio.create_task(
             self.background.poll_stop_requests(), name=f"stop-poller:{self.session_id}"
