@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ from subagents.session import RunResult, Session, SessionOptions
 from subagents.state import ProjectState
 
 DEFAULT_MODEL = "local"
+"""The embedded model: what ``-p`` runs on a machine with no key and no server configured."""
+ANTHROPIC_DEFAULT = "anthropic:sonnet"
 
 
 class StartupError(Exception):
@@ -76,7 +80,8 @@ def _session_from_args(args: argparse.Namespace) -> Session:
     cwd = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
     if not cwd.is_dir():
         raise StartupError(f"--cwd {args.cwd}: not a directory")
-    model = args.model or os.environ.get("SUBAGENTS_MODEL") or DEFAULT_MODEL
+    model = choose_model(args.model, os.environ)
+    check_local_model(model, explicit=bool(args.model or os.environ.get("SUBAGENTS_MODEL")))
     resume = args.resume
     if args.continue_latest and not resume:
         resume = latest_session(ProjectState.for_cwd(cwd))
@@ -93,6 +98,45 @@ def _session_from_args(args: argparse.Namespace) -> Session:
         settings_file=Path(args.settings).expanduser() if args.settings else None,
     )
     return Session(options)
+
+
+def choose_model(cli_model: str | None, env: Mapping[str, str]) -> str:
+    """The model spec of a run: ``--model`` > ``SUBAGENTS_MODEL`` > Claude when
+    ``ANTHROPIC_API_KEY`` is set > ``openai:<OPENAI_MODEL>`` when ``OPENAI_BASE_URL`` is set >
+    the embedded ``local`` model, so a fresh machine with no key still runs."""
+    if cli_model:
+        return cli_model
+    if env.get("SUBAGENTS_MODEL"):
+        return env["SUBAGENTS_MODEL"]
+    if env.get("ANTHROPIC_API_KEY"):
+        return ANTHROPIC_DEFAULT
+    if env.get("OPENAI_BASE_URL"):
+        name = env.get("OPENAI_MODEL", "").strip()
+        if not name:
+            raise StartupError(
+                "OPENAI_BASE_URL is set but OPENAI_MODEL is not: set OPENAI_MODEL to the "
+                "server's model name, or pass --model openai:NAME"
+            )
+        return f"openai:{name}"
+    return DEFAULT_MODEL
+
+
+def check_local_model(spec: str, *, explicit: bool) -> None:
+    """Fail before the run starts, in one line, when a ``local`` model cannot load: a missing
+    engine or model file would otherwise surface only as the first model call's error."""
+    provider, _, rest = spec.strip().partition(":")
+    if provider != "local":
+        return
+    from subagents.models.base import ModelError
+    from subagents.models.local import INSTALL_EXTRA_HINT, local_model_for
+
+    others = "" if explicit else "; or set ANTHROPIC_API_KEY, OPENAI_BASE_URL or --model"
+    if importlib.util.find_spec("xllamacpp") is None:
+        raise StartupError(f"{INSTALL_EXTRA_HINT}, then run `subagents model install`{others}")
+    try:
+        local_model_for(rest).model_path()
+    except ModelError as error:
+        raise StartupError(f"{_one_line(str(error))}{others}") from None
 
 
 def latest_session(state: ProjectState) -> str | None:
