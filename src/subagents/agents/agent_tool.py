@@ -84,6 +84,7 @@ class AgentTool(Tool[AgentInput]):
     description = DESCRIPTION
     input_model = AgentInput
     max_result_chars = 100_000
+    durable_call_identity = True
 
     def __init__(self, *, background_available: bool = True, teammate: bool = False) -> None:
         self.background_available = background_available

@@ -33,6 +33,7 @@ from subagents.loop.scheduling import CallResult, TurnResults, run_tool_calls
 from subagents.messages import (
     ContentBlock,
     Message,
+    ToolUseBlock,
     Usage,
     assistant_text,
     text_block,
@@ -179,9 +180,9 @@ class _Loop:
             except ModelError as exc:
                 return "model_error", f"{exc.kind}: {exc}"
             calls = tool_uses(message)
-            if calls and spec.log is not None:
+            if calls and spec.log is not None and self._calls_need_durable_identity(calls):
                 spec.log.flush()  # the calls are durable before they run: a restart repairs them
-            if self.ctx.abort.aborted:
+            if self._was_aborted():
                 # Aborted from inside this task (a hook, the denial breaker): no tool runs.
                 self.turn = TurnResults(calls=calls)
                 self._settle_interrupted_turn()
@@ -196,6 +197,20 @@ class _Loop:
             self.turn = None
             if spec.log is not None:
                 spec.log.flush()
+
+    def _calls_need_durable_identity(self, calls: list[ToolUseBlock]) -> bool:
+        """Only calls that start something which outlives a crash (a child agent) pay for an
+        extra write; the rest are made durable with their results at the end of the turn."""
+        for call in calls:
+            tool = self.tool_map.get(call["name"])
+            if tool is not None and tool.durable_call_identity:
+                return True
+        return False
+
+    def _was_aborted(self) -> bool:
+        # A method, not the attribute: the flag changes across the awaits above, which a type
+        # checker narrowing ``self.ctx.abort.aborted`` would not see.
+        return self.ctx.abort.aborted
 
     def _aborted_reason(self) -> TerminalReason:
         return "max_wall_time" if self.ctx.abort.reason == "max_wall_time" else "aborted"

@@ -104,6 +104,9 @@ class Tool(ABC, Generic[InputT]):
     input_model: ClassVar[type[BaseModel]]
     aliases: ClassVar[tuple[str, ...]] = ()
     max_result_chars: ClassVar[int] = 30_000
+    durable_call_identity: ClassVar[bool] = False
+    """True when the call must be in the transcript before it runs: it starts something (a
+    child agent) whose result a restart may need to adopt into this conversation."""
     requires_permission: ClassVar[bool] = True
     """False for tools that only steer the runtime (TaskStop): rules and modes do not apply."""
 
