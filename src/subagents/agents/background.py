@@ -34,7 +34,13 @@ from subagents.agents.lifecycle import run_child
 from subagents.agents.notifications import AgentNotice, notification_id, render_notification
 from subagents.agents.runner import AgentJob, AgentRun
 from subagents.agents.runtime import AgentFrame, AgentRuntime
-from subagents.agents.tasks import TaskRegistry, TaskState, UnknownTaskError
+from subagents.agents.tasks import (
+    TaskOutputError,
+    TaskRegistry,
+    TaskState,
+    UnknownTaskError,
+    open_output_file,
+)
 from subagents.agents.verification import VERIFICATION_AGENT_TYPE, verification_metadata
 from subagents.events import NotificationEvent, ProgressEvent
 from subagents.loop.inbox import Inbox, InboxItem
@@ -142,7 +148,9 @@ class BackgroundAgentManager:
             description=run.description,
             owner_agent_id=run.ref.parent_agent_id or "",
             session_id=runtime.session_id,
-            output_dir=self.tasks_dir,
+            # Only a background child needs an output file; a foreground one answers directly
+            # (and gets one if it is moved to the background).
+            output_dir=self.tasks_dir if background else None,
             task_id=run.agent_id,
         )
         state.extra.update(agent_type=run.agent_type, foreground=not background)
@@ -212,8 +220,13 @@ class BackgroundAgentManager:
             if frame.permissions is not None:
                 frame.permissions.background = True
         child.last_progress = time.monotonic()
+        try:
+            child.state.output_path = open_output_file(self.tasks_dir, run.agent_id)
+        except TaskOutputError:
+            log.exception("no output file for auto-backgrounded %s", run.agent_id)
         if self.records is not None:
-            self.records.backgrounded(run.agent_id)
+            output = child.state.output_path
+            self.records.backgrounded(run.agent_id, str(output) if output else None)
         child.supervisor = asyncio.create_task(
             self._supervise(child), name=f"supervise:{run.agent_id}"
         )
