@@ -72,8 +72,10 @@ class DurableRecords:
         self._last_touch[agent_id] = now
         self.writer.submit(self.store.touch_activity, agent_id)
 
-    def backgrounded(self, agent_id: str) -> None:
-        self.writer.submit(self.store.update, agent_id, is_background=True)
+    def backgrounded(self, agent_id: str, output_path: str | None) -> None:
+        self.writer.submit(
+            self.store.update, agent_id, is_background=True, output_path=output_path
+        )
 
     def finished(
         self, run: AgentRun, state: TaskState, *, worktree: dict[str, Any] | None = None
