@@ -64,6 +64,9 @@ class DurableRecords:
             identity=self.identity,
         )
         self.writer.submit(self.store.create, record)
+        # The record was just written with lastActiveAt = now: the throttle starts here, so the
+        # child's first turns do not pay for an activity write that says nothing new.
+        self._last_touch[record.agent_id] = time.monotonic()
 
     def activity(self, agent_id: str) -> None:
         now = time.monotonic()

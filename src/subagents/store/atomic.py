@@ -1,7 +1,9 @@
 """Private, crash-safe files: atomic replace, ``0600`` files, ``0700`` directories, no symlinks.
 
 ``write_atomic`` is the classic sequence: write a temp file in the same directory, ``fsync`` it,
-``rename`` it over the target, ``fsync`` the directory. A crash at any point leaves either the
+``rename`` it over the target, ``fsync`` the directory. ``stage_write`` + ``commit_writes`` is
+the same sequence for many files at once (group commit: one ``syncfs`` instead of an ``fsync``
+per file, one ``fsync`` per directory). A crash at any point leaves either the
 old file or the new one, never a torn mix; at worst a ``.<name>.<random>.tmp`` file stays behind,
 which readers ignore (their names never end in ``.json``).
 
@@ -13,10 +15,16 @@ target that is a symlink is refused (``UnsafePathError``) instead of replaced, a
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import functools
 import os
+import re
 import secrets
 import stat
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from subagents.store.errors import UnsafePathError
@@ -56,7 +64,7 @@ def _ensure_private_dir(path: Path) -> None:
         os.chmod(path, DIR_MODE)
 
 
-def refuse_symlink(path: Path) -> None:
+def refuse_symlink(path: str | Path) -> None:
     """Raise ``UnsafePathError`` if ``path`` is a symlink (a missing path is fine)."""
     try:
         info = os.lstat(path)
@@ -68,23 +76,144 @@ def refuse_symlink(path: Path) -> None:
 
 def write_atomic(path: Path, data: bytes) -> os.stat_result:
     """Replace ``path`` with ``data`` atomically and durably; returns the new file's stat."""
+    staged = stage_write(str(path), data)
+    error = commit_writes([staged])[0]
+    if error is not None:
+        raise error
+    return staged.info
+
+
+@dataclass(kw_only=True)
+class StagedWrite:
+    """A temp file written next to its target but neither durable nor renamed yet.
+
+    The descriptor stays open until ``commit_writes`` so the file can be ``fsync``-ed (or found
+    on its file system for ``syncfs``) without reopening it.
+    """
+
+    path: str
+    temp: str
+    fd: int
+    info: os.stat_result
+
+
+def stage_write(path: str, data: bytes) -> StagedWrite:
+    """Write ``data`` to a fresh ``0600`` temp file beside ``path`` (no ``fsync`` yet)."""
     refuse_symlink(path)
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    folder, name = os.path.split(path)
+    temp = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(temp, _WRITE_FLAGS, FILE_MODE)
     try:
-        try:
-            os.fchmod(fd, FILE_MODE)  # the umask may have taken bits away, never add them
-            _write_all(fd, data)
-            os.fsync(fd)
-            info = os.fstat(fd)
-        finally:
-            os.close(fd)
-        os.rename(temp, path)
+        os.fchmod(fd, FILE_MODE)  # the umask may have taken bits away, never add them
+        _write_all(fd, data)
+        info = os.fstat(fd)
     except BaseException:
-        temp.unlink(missing_ok=True)
+        os.close(fd)
+        _unlink_quietly(temp)
         raise
-    fsync_dir(path.parent)
-    return info
+    return StagedWrite(path=path, temp=temp, fd=fd, info=info)
+
+
+def commit_writes(writes: Sequence[StagedWrite]) -> list[BaseException | None]:
+    """Make staged writes durable and visible: group commit, one outcome per write.
+
+    The per-file sequence of ``write_atomic`` is kept — data durable before the rename, rename
+    durable before success is reported — but the syncs are shared: one ``syncfs`` per file
+    system flushes every temp file at once (per-file ``fsync`` where ``syncfs`` is unavailable
+    or only one file is involved), and each directory is ``fsync``-ed once after all renames.
+    A write that fails at any step loses its temp file and fails alone.
+    """
+    errors: list[BaseException | None] = [None] * len(writes)
+    try:
+        _sync_files(writes, errors)
+        for i, write in enumerate(writes):
+            if errors[i] is None:
+                errors[i] = _rename(write)
+        _sync_dirs(writes, errors)
+    finally:
+        for write in writes:
+            os.close(write.fd)
+        for i, write in enumerate(writes):
+            if errors[i] is not None:
+                _unlink_quietly(write.temp)
+    return errors
+
+
+def _sync_files(writes: Sequence[StagedWrite], errors: list[BaseException | None]) -> None:
+    by_device: dict[int, list[int]] = {}
+    for i, write in enumerate(writes):
+        by_device.setdefault(write.info.st_dev, []).append(i)
+    syncfs = _syncfs()
+    for indexes in by_device.values():
+        if len(indexes) > 1 and syncfs is not None:
+            try:
+                syncfs(writes[indexes[0]].fd)
+                continue
+            except OSError:
+                pass  # find out which files are affected: fsync reports per file
+        for i in indexes:
+            try:
+                os.fsync(writes[i].fd)
+            except OSError as exc:
+                errors[i] = exc
+
+
+def _rename(write: StagedWrite) -> BaseException | None:
+    try:
+        os.rename(write.temp, write.path)
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _sync_dirs(writes: Sequence[StagedWrite], errors: list[BaseException | None]) -> None:
+    folders: dict[str, list[int]] = {}
+    for i, write in enumerate(writes):
+        if errors[i] is None:
+            folders.setdefault(os.path.dirname(write.path), []).append(i)
+    for folder, indexes in folders.items():
+        try:
+            fsync_dir(folder)
+        except OSError as exc:
+            for i in indexes:
+                errors[i] = exc  # renamed but not known durable: report it, keep the file
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+@functools.cache
+def _syncfs() -> Callable[[int], None] | None:
+    """``syncfs(2)`` from libc, or None where it is missing or cannot report write errors.
+
+    Before Linux 5.8, ``syncfs`` returned success even when writeback failed, so there a
+    per-file ``fsync`` is the only honest durability check.
+    """
+    if not sys.platform.startswith("linux") or _kernel_version() < (5, 8):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        raw = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    raw.argtypes = [ctypes.c_int]
+    raw.restype = ctypes.c_int
+
+    def syncfs(fd: int) -> None:
+        if raw(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"syncfs: {os.strerror(code)}")
+
+    return syncfs
+
+
+def _kernel_version() -> tuple[int, int]:
+    match = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -93,7 +222,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | Path) -> None:
     """Make a rename or create in ``path`` durable (a no-op where directories cannot be synced)."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:

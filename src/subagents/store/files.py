@@ -11,6 +11,11 @@ Writers (``create``, ``update``, activity, leases) hold an exclusive ``flock`` o
 each other's updates; readers need no lock, because every write is an atomic replace
 (``atomic.write_atomic``). A process-local ``RecordCache`` saves re-reading finished runs; each
 hit is checked against the file's stat, so another process's write is never served stale.
+
+``apply_batch`` runs many record operations as one group commit (``atomic.commit_writes``): the
+``DurableWriter`` hands over everything queued at once, so a fan-out of children pays one
+``syncfs`` per batch instead of two ``fsync`` calls per record. Every single-operation method is
+a batch of one, so both paths share one implementation.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +39,11 @@ from subagents.store import leases
 from subagents.store.activity import ActivityThrottle
 from subagents.store.atomic import (
     FILE_MODE,
+    StagedWrite,
+    commit_writes,
     ensure_private_tree,
     read_private,
-    write_atomic,
+    stage_write,
 )
 from subagents.store.cache import DEFAULT_CAPACITY, RecordCache, Signature
 from subagents.store.errors import (
@@ -56,6 +64,36 @@ LOCK_NAME = ".store.lock"
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
+BATCHABLE_OPS = frozenset({"create", "update", "touch_activity", "request_stop"})
+"""The ``Store`` methods ``apply_batch`` accepts (the record writes; leases are not batched)."""
+
+
+@dataclass(frozen=True)
+class BatchOp:
+    """One queued store call: the method name (in ``BATCHABLE_OPS``) and its arguments."""
+
+    name: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BatchOutcome:
+    """What one ``BatchOp`` returned, or the exception it raised (then ``value`` is None)."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+@dataclass
+class _Staged:
+    """The latest version of one record in a batch, and the ops whose success depends on it."""
+
+    path: Path
+    record: SidecarRecord
+    ops: list[int]
+
+
 def _signature(info: os.stat_result) -> Signature:
     return (info.st_ino, info.st_mtime_ns, info.st_size)
 
@@ -69,6 +107,8 @@ def check_agent_id(agent_id: str) -> str:
 
 class FileStore:
     """The on-disk ``Store``: atomic ``0600`` sidecars in ``0700`` folders (see module doc)."""
+
+    batchable_ops = BATCHABLE_OPS
 
     def __init__(
         self,
@@ -85,35 +125,22 @@ class FileStore:
         self.cache = RecordCache(cache_size)
         self._activity = ActivityThrottle(clock=clock, interval=activity_interval)
         self._paths: dict[str, Path] = {}
-        self._mutex = threading.RLock()
+        self._folders: dict[str, Path] = {}  # project path -> its agents folder, made private
+        self._writing = threading.RLock()  # writers of this process, one at a time
+        self._mutex = threading.Lock()  # the cache; held briefly, so readers never wait on I/O
 
     # -- Store protocol -------------------------------------------------------------------
 
     def create(self, record: SidecarRecord) -> None:
-        check_agent_id(record.agent_id)
-        folder = self._agents_dir(record.project_path)
-        with self._locked(folder):
-            if self._locate(record.agent_id) is not None:
-                raise DuplicateAgentError(f"agent {record.agent_id} already has a record")
-            path = folder / f"{record.agent_id}{SIDECAR_SUFFIX}"
-            self._write(path, record)
-            self._paths[record.agent_id] = path
+        self._one(BatchOp("create", (record,)))
 
     def get(self, agent_id: str) -> SidecarRecord | None:
         path = self._locate(check_agent_id(agent_id))
         return None if path is None else self._load(path)
 
     def update(self, agent_id: str, **changes: Any) -> SidecarRecord:
-        path = self._require_path(agent_id)
-        with self._locked(path.parent):
-            current = self._require(agent_id, path)
-            pending = self._activity.pending(agent_id)
-            if pending is not None and "last_active_at" not in changes:
-                changes["last_active_at"] = pending
-            updated = apply_changes(current, changes, now=self._clock())
-            self._write(path, updated)
-            self._note_written(updated)
-            return updated
+        updated: SidecarRecord = self._one(BatchOp("update", (agent_id,), changes))
+        return updated
 
     def list_agents(
         self, project_path: str | Path, *, session_id: str | None = None
@@ -128,38 +155,168 @@ class FileStore:
         return sorted(found, key=lambda r: r.created_at)
 
     def touch_activity(self, agent_id: str) -> None:
-        at = self._activity.touch(check_agent_id(agent_id))
-        if at is None:
-            return  # held; the next write of this record carries it
-        path = self._require_path(agent_id)
-        with self._locked(path.parent):
-            current = self._require(agent_id, path)
-            if current.is_terminal:
-                self._activity.forget(agent_id)
-                return
-            updated = apply_changes(current, {"last_active_at": at}, now=at)
-            self._write(path, updated)
-            self._note_written(updated)
+        self._one(BatchOp("touch_activity", (agent_id,)))
 
     def request_stop(self, agent_id: str) -> SidecarRecord:
-        path = self._require_path(agent_id)
-        with self._locked(path.parent):
-            current = self._require(agent_id, path)
-            if current.stop_requested or current.is_terminal:
-                return current
-            updated = apply_changes(current, {"stop_requested": True}, now=self._clock())
-            self._write(path, updated)
-            return updated
+        record: SidecarRecord = self._one(BatchOp("request_stop", (agent_id,)))
+        return record
 
     def take_lease(self, agent_id: str, owner: ProcessIdentity) -> bool:
         path = self._lease_path(agent_id)
-        with self._locked(path.parent):
+        with self._locked([path.parent]):
             return leases.take_lease(path, owner, alive=self._alive)
 
     def release_lease(self, agent_id: str, owner: ProcessIdentity) -> None:
         path = self._lease_path(agent_id)
-        with self._locked(path.parent):
+        with self._locked([path.parent]):
             leases.release_lease(path, owner)
+
+    # -- group commit ---------------------------------------------------------------------
+
+    def apply_batch(self, ops: Sequence[BatchOp]) -> list[BatchOutcome]:
+        """Run ``ops`` in order as one group commit; one outcome per op, in order.
+
+        Each op is computed against the latest version of its record — including versions
+        staged by earlier ops of this batch — then every changed record is written once (its
+        final version) by ``atomic.commit_writes``. An op that is refused (unknown id, terminal
+        status, invalid field) fails alone; a record whose write fails fails every op that
+        changed it. Outcomes are known only once the writes are durable.
+        """
+        outcomes = [BatchOutcome() for _ in ops]
+        with self._writing:
+            staged: dict[str, _Staged] = {}
+            with self._locked(self._batch_folders(ops)):
+                for index, op in enumerate(ops):
+                    try:
+                        outcomes[index].value = self._stage(op, index, staged)
+                    except Exception as exc:
+                        outcomes[index].error = exc
+                self._commit(list(staged.values()), outcomes)
+        return outcomes
+
+    def _one(self, op: BatchOp) -> Any:
+        outcome = self.apply_batch([op])[0]
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.value
+
+    def _batch_folders(self, ops: Sequence[BatchOp]) -> list[Path]:
+        """Every folder the batch writes in, so all their locks are taken up front (sorted).
+
+        An op whose folder cannot be found here (bad id, unknown record) is skipped: staging
+        it raises the same error again, for that op alone."""
+        folders: set[Path] = set()
+        created: set[str] = set()
+        for op in ops:
+            try:
+                folder = self._op_folder(op, created)
+            except (StoreError, OSError):
+                continue
+            if folder is not None:
+                folders.add(folder)
+        return sorted(folders)
+
+    def _op_folder(self, op: BatchOp, created: set[str]) -> Path | None:
+        target = op.args[0] if op.args else None
+        if op.name == "create" and isinstance(target, SidecarRecord):
+            created.add(check_agent_id(target.agent_id))
+            return self._agents_dir(target.project_path)
+        if isinstance(target, str) and target not in created:
+            path = self._locate(check_agent_id(target))
+            return None if path is None else path.parent
+        return None
+
+    def _stage(self, op: BatchOp, index: int, staged: dict[str, _Staged]) -> Any:
+        if op.name not in BATCHABLE_OPS:
+            raise StoreError(f"FileStore.apply_batch: {op.name!r} is not a batchable operation")
+        stage: Callable[..., Any] = getattr(self, f"_stage_{op.name}")
+        return stage(staged, index, *op.args, **op.kwargs)
+
+    def _stage_create(self, staged: dict[str, _Staged], index: int, record: SidecarRecord) -> None:
+        agent_id = check_agent_id(record.agent_id)
+        path = self._agents_dir(record.project_path) / f"{agent_id}{SIDECAR_SUFFIX}"
+        known = self._paths.get(agent_id)
+        if (
+            agent_id in staged
+            or os.path.lexists(path)
+            or (known is not None and os.path.lexists(known))
+        ):
+            raise DuplicateAgentError(f"agent {agent_id} already has a record")
+        staged[agent_id] = _Staged(path=path, record=record, ops=[index])
+
+    def _stage_update(
+        self, staged: dict[str, _Staged], index: int, agent_id: str, **changes: Any
+    ) -> SidecarRecord:
+        path, current = self._current(staged, agent_id)
+        pending = self._activity.pending(agent_id)
+        if pending is not None and "last_active_at" not in changes:
+            changes["last_active_at"] = pending
+        updated = apply_changes(current, changes, now=self._clock())
+        return self._put(staged, index, path, updated)
+
+    def _stage_touch_activity(self, staged: dict[str, _Staged], index: int, agent_id: str) -> None:
+        at = self._activity.touch(check_agent_id(agent_id))
+        if at is None:
+            return  # held; the next write of this record carries it
+        path, current = self._current(staged, agent_id)
+        if current.is_terminal:
+            self._activity.forget(agent_id)
+            return
+        self._put(staged, index, path, apply_changes(current, {"last_active_at": at}, now=at))
+
+    def _stage_request_stop(
+        self, staged: dict[str, _Staged], index: int, agent_id: str
+    ) -> SidecarRecord:
+        path, current = self._current(staged, agent_id)
+        if current.stop_requested or current.is_terminal:
+            return current
+        updated = apply_changes(current, {"stop_requested": True}, now=self._clock())
+        return self._put(staged, index, path, updated)
+
+    def _current(self, staged: dict[str, _Staged], agent_id: str) -> tuple[Path, SidecarRecord]:
+        """The record as this batch has left it so far, else as stored."""
+        entry = staged.get(agent_id)
+        if entry is not None:
+            return entry.path, entry.record
+        path = self._require_path(agent_id)
+        return path, self._require(agent_id, path)
+
+    @staticmethod
+    def _put(
+        staged: dict[str, _Staged], index: int, path: Path, record: SidecarRecord
+    ) -> SidecarRecord:
+        entry = staged.get(record.agent_id)
+        if entry is None:
+            staged[record.agent_id] = _Staged(path=path, record=record, ops=[index])
+        else:
+            entry.record = record
+            entry.ops.append(index)
+        return record
+
+    def _commit(self, entries: list[_Staged], outcomes: list[BatchOutcome]) -> None:
+        """Write each staged record's final version durably; fail the ops of any that fail."""
+        writes: list[tuple[_Staged, StagedWrite]] = []
+        for entry in entries:
+            try:
+                writes.append((entry, stage_write(str(entry.path), _encode(entry.record))))
+            except Exception as exc:
+                self._fail(entry, exc, outcomes)
+        errors = commit_writes([write for _, write in writes])
+        for (entry, write), error in zip(writes, errors, strict=True):
+            if error is not None:
+                self._fail(entry, error, outcomes)
+                continue
+            with self._mutex:
+                self.cache.put(entry.record, _signature(write.info))
+            self._paths[entry.record.agent_id] = entry.path
+            self._note_written(entry.record)
+
+    @staticmethod
+    def _fail(entry: _Staged, error: BaseException, outcomes: list[BatchOutcome]) -> None:
+        logger.warning("sidecar write of agent %s failed: %s", entry.record.agent_id, error)
+        for index in entry.ops:
+            outcomes[index].value = None
+            outcomes[index].error = error
 
     # -- beyond the protocol --------------------------------------------------------------
 
@@ -181,8 +338,12 @@ class FileStore:
     # -- internals ------------------------------------------------------------------------
 
     def _agents_dir(self, project_path: str) -> Path:
-        folder = ProjectState(home=self.state.home, project=Path(project_path)).agents_dir
-        ensure_private_tree(self.state.home, folder)
+        """The project's agents folder, made private (``0700`` down from home) on first use."""
+        folder = self._folders.get(project_path)
+        if folder is None:
+            folder = ProjectState(home=self.state.home, project=Path(project_path)).agents_dir
+            ensure_private_tree(self.state.home, folder)
+            self._folders[project_path] = folder
         return folder
 
     def _lease_path(self, agent_id: str) -> Path:
@@ -190,22 +351,32 @@ class FileStore:
         return folder / f"{check_agent_id(agent_id)}{leases.LEASE_SUFFIX}"
 
     @contextmanager
-    def _locked(self, folder: Path) -> Iterator[None]:
-        """This process's mutex plus an exclusive ``flock`` shared with other processes."""
-        with self._mutex:
-            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(folder / LOCK_NAME, flags, FILE_MODE)
-            try:
+    def _locked(self, folders: Sequence[Path]) -> Iterator[None]:
+        """This process's writer lock plus an exclusive ``flock`` per folder (sorted order, so
+        two processes locking the same folders cannot deadlock)."""
+        with self._writing, ExitStack() as stack:
+            for folder in folders:
+                fd = self._open_lock(folder)
+                stack.callback(os.close, fd)  # closing releases the flock
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)  # closing releases the flock
+            yield
+
+    def _open_lock(self, folder: Path) -> int:
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            return os.open(folder / LOCK_NAME, flags, FILE_MODE)
+        except FileNotFoundError:
+            # The folder went away since it was made (someone cleaned the state folder): make
+            # it again, private, rather than trusting the memo.
+            ensure_private_tree(self.state.home, folder)
+            return os.open(folder / LOCK_NAME, flags, FILE_MODE)
 
     def _locate(self, agent_id: str) -> Path | None:
-        name = f"{agent_id}{SIDECAR_SUFFIX}"
         known = self._paths.get(agent_id)
-        candidates = [known] if known is not None else []
-        candidates.append(self.state.agents_dir / name)
+        if known is not None and os.path.lexists(known):
+            return known
+        name = f"{agent_id}{SIDECAR_SUFFIX}"
+        candidates = [self.state.agents_dir / name]
         projects = self.state.home / "projects"
         if projects.is_dir():
             candidates += [Path(e.path) / "agents" / name for e in os.scandir(projects)]
@@ -276,14 +447,13 @@ class FileStore:
                 self._paths[record.agent_id] = Path(entry.path)
                 yield record
 
-    def _write(self, path: Path, record: SidecarRecord) -> None:
-        data = json.dumps(record.to_dict(), indent=2).encode() + b"\n"
-        info = write_atomic(path, data)
-        with self._mutex:
-            self.cache.put(record, _signature(info))
-
     def _note_written(self, record: SidecarRecord) -> None:
         if record.is_terminal:
             self._activity.forget(record.agent_id)
         else:
             self._activity.written(record.agent_id, record.last_active_at)
+
+
+def _encode(record: SidecarRecord) -> bytes:
+    """Compact JSON: the C encoder (``indent`` would force the slow pure-Python one)."""
+    return json.dumps(record.to_dict(), separators=(",", ":")).encode() + b"\n"

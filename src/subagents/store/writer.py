@@ -1,4 +1,4 @@
-"""``DurableWriter``: sidecar writes off the event loop, in order.
+"""``DurableWriter``: sidecar writes off the event loop, in order, committed in groups.
 
 A durable sidecar write is a temp file, an ``fsync``, a rename and a directory ``fsync``: a few
 milliseconds of waiting on the disk. Done on the event loop, that would stall every agent of the
@@ -7,7 +7,15 @@ child's terminal record can never be overtaken by an older activity update), and
 future the caller may await — the background manager awaits the terminal write before it queues
 the parent's notification, which is the order SPEC §8 requires.
 
+Group commit: when the thread wakes up it takes everything queued so far. Consecutive calls of
+one store that offers ``apply_batch`` (``FileStore``) go to it as one batch, so fifty children
+starting at once cost one ``syncfs`` rather than a hundred ``fsync`` calls; the batch applies
+them in order, and each future completes only once its write is durable. Other calls (stores
+without the hook, any other function) run one by one, in their place in the queue.
+
 ``close`` drains the queue: a session that ends cleanly leaves every submitted write on disk.
+The thread is not a daemon, and it exits after a short idle spell (a new submission starts
+another), so an interpreter that exits without ``close`` still finishes queued writes first.
 """
 
 from __future__ import annotations
@@ -15,31 +23,81 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Callable
-from typing import Any, TypeVar
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from subagents.store.files import BatchOp, BatchOutcome
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+IDLE_EXIT_S = 0.5
+"""How long the worker thread waits for more work before it exits."""
+MAX_BATCH = 256
+"""At most this many queued calls are taken per wake-up (bounds the open temp files)."""
+
+
+class BatchingStore(Protocol):
+    """What a store offers to be written in groups (``FileStore`` does)."""
+
+    batchable_ops: frozenset[str]
+
+    def apply_batch(self, ops: Sequence[BatchOp]) -> list[BatchOutcome]: ...
+
+
+@dataclass
+class WriterStats:
+    """Counters for tests and diagnostics: how much grouping actually happened."""
+
+    batches: int = 0
+    """Batches handed to a store's ``apply_batch``."""
+    batched_ops: int = 0
+    largest_batch: int = 0
+    single_calls: int = 0
+    """Calls run one by one (not batchable)."""
+
+
+@dataclass
+class _Item:
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
+
 
 class DurableWriter:
-    """One worker thread applying store operations in order."""
+    """One worker thread applying store operations in order, in groups where it can."""
 
-    def __init__(self, name: str = "subagents-store") -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    def __init__(self, name: str = "subagents-store", *, max_batch: int = MAX_BATCH) -> None:
+        self._name = name
+        self._max_batch = max_batch
+        self._queue: deque[_Item] = deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._worker: threading.Thread | None = None
         self._last: concurrent.futures.Future[Any] | None = None
         self._closed = False
+        self.stats = WriterStats()
 
     def submit(
         self, fn: Callable[..., T], *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[T]:
         """Queue ``fn(*args, **kwargs)``; failures are logged (and kept in the future)."""
-        if self._closed:
-            raise RuntimeError("DurableWriter is closed")
-        future = self._pool.submit(_logged, fn, *args, **kwargs)
-        self._last = future
-        return future
+        item = _Item(fn=fn, args=args, kwargs=kwargs)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("DurableWriter is closed")
+            self._queue.append(item)
+            self._last = item.future
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._run, name=f"{self._name}_0")
+                self._worker.start()
+            else:
+                self._cond.notify()
+        return item.future
 
     async def wait(self, future: concurrent.futures.Future[T]) -> T:
         """Await a submitted write from the event loop."""
@@ -53,14 +111,85 @@ class DurableWriter:
 
     def close(self) -> None:
         """Finish every queued write, then stop the thread. Safe to call twice."""
-        if not self._closed:
+        with self._cond:
             self._closed = True
-            self._pool.shutdown(wait=True)
+            worker = self._worker
+            self._cond.notify()
+        if worker is not None and worker is not threading.current_thread():
+            worker.join()
+
+    # -- the worker thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while (batch := self._next_batch()) is not None:
+            self._process(batch)
+
+    def _next_batch(self) -> list[_Item] | None:
+        """Everything queued (up to ``max_batch``), waiting for work; None when it is time to
+        exit (closed, or idle for ``IDLE_EXIT_S``)."""
+        with self._cond:
+            if not self._queue and not self._closed:
+                self._cond.wait(IDLE_EXIT_S)
+            if not self._queue:
+                self._worker = None
+                return None
+            count = min(len(self._queue), self._max_batch)
+            return [self._queue.popleft() for _ in range(count)]
+
+    def _process(self, items: list[_Item]) -> None:
+        """Run ``items`` in order: runs of batchable calls of one store as one batch each."""
+        live = [item for item in items if item.future.set_running_or_notify_cancel()]
+        start = 0
+        while start < len(live):
+            store = _batch_target(live[start])
+            end = start + 1
+            if store is not None:
+                while end < len(live) and _batch_target(live[end]) is store:
+                    end += 1
+                self._run_batch(store, live[start:end])
+            else:
+                self._run_single(live[start])
+            start = end
+
+    def _run_batch(self, store: BatchingStore, items: list[_Item]) -> None:
+        ops = [BatchOp(item.fn.__name__, item.args, item.kwargs) for item in items]
+        self.stats.batches += 1
+        self.stats.batched_ops += len(ops)
+        self.stats.largest_batch = max(self.stats.largest_batch, len(ops))
+        try:
+            outcomes = store.apply_batch(ops)
+        except Exception as exc:
+            log.exception("durable write batch of %d operations failed", len(ops))
+            for item in items:
+                item.future.set_exception(exc)
+            return
+        for item, outcome in zip(items, outcomes, strict=True):
+            if outcome.error is not None:
+                log.error("durable write %s failed: %s", item.fn.__name__, outcome.error)
+                item.future.set_exception(outcome.error)
+            else:
+                item.future.set_result(outcome.value)
+
+    def _run_single(self, item: _Item) -> None:
+        self.stats.single_calls += 1
+        try:
+            result = item.fn(*item.args, **item.kwargs)
+        except BaseException as exc:
+            log.exception("durable write %s failed", getattr(item.fn, "__name__", item.fn))
+            item.future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            item.future.set_result(result)
 
 
-def _logged(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    try:
-        return fn(*args, **kwargs)
-    except Exception:
-        log.exception("durable write %s failed", getattr(fn, "__name__", fn))
-        raise
+def _batch_target(item: _Item) -> BatchingStore | None:
+    """The store ``item`` calls a batchable method of, if it offers ``apply_batch``."""
+    owner = getattr(item.fn, "__self__", None)
+    if owner is None or not callable(getattr(owner, "apply_batch", None)):
+        return None
+    ops: frozenset[str] = getattr(owner, "batchable_ops", frozenset())
+    if getattr(item.fn, "__name__", None) not in ops:
+        return None
+    store: BatchingStore = owner
+    return store
