@@ -76,9 +76,7 @@ class DurableRecords:
         self.writer.submit(self.store.touch_activity, agent_id)
 
     def backgrounded(self, agent_id: str, output_path: str | None) -> None:
-        self.writer.submit(
-            self.store.update, agent_id, is_background=True, output_path=output_path
-        )
+        self.writer.submit(self.store.update, agent_id, is_background=True, output_path=output_path)
 
     def finished(
         self, run: AgentRun, state: TaskState, *, worktree: dict[str, Any] | None = None
