@@ -45,6 +45,7 @@ from subagents.agents.verification import VERIFICATION_AGENT_TYPE, verification_
 from subagents.events import NotificationEvent, ProgressEvent
 from subagents.loop.inbox import Inbox, InboxItem
 from subagents.loop.query import LoopOutcome, LoopStats
+from subagents.store.records import is_visible
 from subagents.tools.base import CallInfo, ToolError, ToolOutput
 
 log = logging.getLogger(__name__)
@@ -387,8 +388,26 @@ class BackgroundAgentManager:
         """A task id from an id or an agent name."""
         task_id = self.names.get(target, target)
         if self.registry.find(task_id) is None:
+            self._refuse_foreign(task_id)
             raise ToolError(f"No task found with id or name {target!r}")
         return task_id
+
+    def _refuse_foreign(self, task_id: str) -> None:
+        """SPEC §9: a run of another session or project is refused as such, never acted on."""
+        records = self.records
+        if records is None:
+            return
+        try:
+            record = records.store.get(task_id)
+        except Exception:  # not a valid id, unreadable record: "not found" says enough
+            return
+        if record is not None and not is_visible(
+            record, session_id=records.session_id, project_path=records.project_path
+        ):
+            raise ToolError(
+                f"Task {task_id} belongs to another session or project; it cannot be queried "
+                "or stopped from here (runs are visible only to their own session and project)"
+            )
 
     async def output(self, target: str, *, block: bool, timeout_s: float) -> ToolOutput:
         task_id = self.resolve(target)
@@ -451,9 +470,7 @@ class BackgroundAgentManager:
 
     def _launched_output(self, child: _Child, *, auto: bool) -> ToolOutput:
         run, state = child.run, child.state
-        frame = child.job.ctx.owner
-        parent_tools = getattr(frame, "tools", [])
-        can_read = any(getattr(t, "name", "") in {"Read", "Bash"} for t in parent_tools)
+        can_read = bool({"Read", "Bash"} & set(child.job.parent_tool_names))
         payload: dict[str, Any] = {
             "status": "async_launched",
             "agentId": run.agent_id,

@@ -107,6 +107,7 @@ def prepare_child(
         hooks=child_hooks(runtime, definition, run, runtime.transcript_for(agent_id)),
     )
     return AgentJob(
+        parent_tool_names=tuple(parent.tool_names()),
         run=run,
         caller=runtime.caller(model),
         system=system,

@@ -23,10 +23,13 @@ from subagents.agents.runner import AgentJob, AgentRun
 from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.events import AgentRef
 from subagents.ids import new_id
+from subagents.loop.query import Budget
 from subagents.messages import ContentBlock, Message, text_block, tool_result_block, tool_uses
 from subagents.tools.base import ToolContext, ToolError
 
 FORK_AGENT_TYPE = "fork"
+FORK_MAX_TURNS = 200
+"""A fork has no definition to carry ``maxTurns``; this bounds it like Claude Code's forks."""
 DIRECTIVE_OPEN = "<fork_directive>"
 DIRECTIVE_CLOSE = "</fork_directive>"
 PLACEHOLDER_RESULT = "Fork started: this work continues in a forked worker."
@@ -117,7 +120,11 @@ def prepare_fork(
         permission_mode=parent.permission_mode,
         is_fork=True,
         is_background=background,
-        permissions=parent.permissions,
+        permissions=(
+            parent.permissions.for_child(parent.permissions.context, background=background)
+            if parent.permissions is not None
+            else None
+        ),
     )
     abort = AbortSignal() if background else parent_ctx.abort.child()
     ctx = create_subagent_context(
@@ -125,7 +132,7 @@ def prepare_fork(
         agent=ref,
         abort=abort,
         owner=frame,
-        can_use_tool=parent_ctx.can_use_tool,
+        can_use_tool=frame.permissions or parent_ctx.can_use_tool,
         hooks=(
             runtime.hooks.for_agent(
                 None, agent_id, FORK_AGENT_TYPE, transcript_path=runtime.transcript_for(agent_id)
@@ -135,6 +142,7 @@ def prepare_fork(
         ),
     )
     return AgentJob(
+        parent_tool_names=tuple(parent.tool_names()),
         run=run,
         caller=runtime.caller(parent.model),
         system=parent.system,
@@ -142,6 +150,7 @@ def prepare_fork(
         ctx=ctx,
         messages=messages,
         thinking=parent.thinking,
+        budget=Budget(max_turns=FORK_MAX_TURNS),
         transcript=runtime.transcript_for(agent_id),
         tool_schemas=parent.tool_schemas,
         tool_concurrency=runtime.config.tool_concurrency,

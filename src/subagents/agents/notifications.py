@@ -26,6 +26,7 @@ RUNTIME_TAG_NAMES = (
     "result",
     "error",
     "output-file",
+    "exit-code",
     "usage",
     "fork_directive",
     "system-reminder",

@@ -136,6 +136,7 @@ def prepare_resume(
         ),
     )
     return AgentJob(
+        parent_tool_names=tuple(frame.tool_names()),
         run=run,
         caller=runtime.caller(model),
         system=snapshot.system_prompt,

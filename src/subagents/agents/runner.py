@@ -93,6 +93,8 @@ class AgentJob:
     on_turn: Callable[[LoopStats], None] | None = None
     tool_schemas: list[Any] | None = None
     tool_concurrency: int = 10
+    parent_tool_names: tuple[str, ...] = ()
+    """What the parent can use (does it have Read or Bash to look at an output file?)."""
     worktree: Any = None
     """The child's isolated worktree (``agents.worktree.WorktreeInfo``); settled at the end."""
     logged_messages: int = 0

@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import signal
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from subagents import ids
+from subagents.agents.notifications import escape_runtime_tags as escape_tags
 from subagents.agents.tasks import (
     TaskOutputError,
     TaskRegistry,
@@ -72,11 +72,6 @@ DEFAULT_KILL_GRACE_S = 2.0
 NOTIFY_TAIL_CHARS = 2_000
 _STALL_TAIL_CHARS = 1_000
 _KILLING_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGHUP, signal.SIGINT})
-_RUNTIME_TAGS = re.compile(
-    r"<(/?)(task-notification|command-output|task-id|task-type|status|summary|exit-code"
-    r"|output-file|system-reminder)\b",
-    re.IGNORECASE,
-)
 
 
 @dataclass(kw_only=True)
@@ -396,8 +391,9 @@ def _exit_code(returncode: int | None) -> int:
 
 
 def escape_runtime_tags(text: str) -> str:
-    """Defuse text that imitates the runtime's own tags, so output cannot forge a notification."""
-    return _RUNTIME_TAGS.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
+    """Defuse text that imitates the runtime's own tags, so output cannot forge a notification
+    (one list of tags for every notification: ``agents.notifications``)."""
+    return escape_tags(text)[0]
 
 
 def _done_text(task: TaskState, tail: str, cut: bool) -> str:
