@@ -238,3 +238,45 @@ def test_broken_settings_file_refuses_to_start(tmp_path: Path) -> None:
     run = run_cli("-p", "go", "--model", f"scripted:{script}", cwd=tmp_path)
     assert run.code == 2
     assert "settings.json:1:" in run.stderr and "invalid JSON" in run.stderr
+
+
+def test_hook_allow_answers_asks_but_never_overrules_a_deny_rule(tmp_path: Path) -> None:
+    allow = tmp_path / "allow.sh"
+    allow.write_text(
+        "#!/bin/sh\ncat > /dev/null\n"
+        'echo \'{"hookSpecificOutput": {"hookEventName": "PreToolUse", '
+        '"permissionDecision": "allow"}}\'\n'
+    )
+    allow.chmod(0o755)
+    write_settings(
+        tmp_path,
+        {
+            "permissions": {"deny": ["Bash(rm:*)"]},
+            "hooks": {"PreToolUse": [hook(str(allow), matcher="Bash")]},
+        },
+    )
+    (tmp_path / "keep.txt").write_text("precious\n")
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {"name": "Bash", "input": {"command": "touch made.txt"}},
+                            {"name": "Bash", "input": {"command": "rm keep.txt"}},
+                        ]
+                    },
+                    {"text": "{{tool_results}}"},
+                ],
+            }
+        ],
+    )
+    run = run_cli(
+        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
+    )
+    assert run.code == 0, run.stderr
+    assert (tmp_path / "made.txt").exists(), "the hook's allow answered the ask"
+    assert (tmp_path / "keep.txt").exists(), "the deny rule still held"
+    assert "denied by rule 'Bash(rm:*)'" in run.json()["result"]

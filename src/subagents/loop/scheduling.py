@@ -22,9 +22,18 @@ from pydantic import BaseModel, ValidationError
 
 from subagents.events import ProgressEvent
 from subagents.messages import ToolResultBlock, ToolUseBlock, tool_result_block
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolOutput, truncate
+from subagents.tools.base import (
+    HOOK_APPROVED,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+    truncate,
+)
 
 MAX_CONCURRENT_TOOLS = 10
+
 CANCELLED_MESSAGE = "Tool call cancelled: the agent was stopped before this call finished."
 
 
@@ -207,8 +216,13 @@ async def execute_call(call: PreparedCall, ctx: ToolContext) -> CallResult:
 async def _authorize(
     tool: Tool[Any], args: BaseModel, block: ToolUseBlock, ctx: ToolContext
 ) -> tuple[BaseModel, str | None, str]:
-    """Hooks, the tool's own check and the session's rules; returns (args, denial, context)."""
+    """Hooks, the tool's own check and the session's rules; returns (args, denial, context).
+
+    A PreToolUse hook's ``allow`` answers the *question* a rule-less call would have raised (no
+    prompt is needed), but it cannot overrule a deny: deny rules, plan mode and a read-only
+    agent's guard still apply, so a hook cannot widen what an agent may do."""
     extra = ""
+    token = None
     if ctx.hooks is not None:
         verdict = await ctx.hooks.pre_tool_use(tool.name, block["input"], block["id"], ctx)
         extra = verdict.additional_context
@@ -217,7 +231,17 @@ async def _authorize(
         if verdict.updated_input is not None:
             args = tool.input_model.model_validate(verdict.updated_input)
         if verdict.decision == "allow":
-            return args, None, extra
+            token = HOOK_APPROVED.set(True)
+    try:
+        return await _check_rules(tool, args, ctx, extra)
+    finally:
+        if token is not None:
+            HOOK_APPROVED.reset(token)
+
+
+async def _check_rules(
+    tool: Tool[Any], args: BaseModel, ctx: ToolContext, extra: str
+) -> tuple[BaseModel, str | None, str]:
     result = await tool.check_permissions(args, ctx)
     if result.behavior == "deny":
         return args, result.message or f"Permission to use {tool.name} was denied.", extra

@@ -28,7 +28,7 @@ from subagents.permissions.context import PermissionContext
 from subagents.permissions.decision import Decision, decide
 from subagents.permissions.denials import DenialLimits, DenialTracker
 from subagents.permissions.rules import PermissionRule
-from subagents.tools.base import PermissionResult, Tool, ToolContext
+from subagents.tools.base import HOOK_APPROVED, PermissionResult, Tool, ToolContext
 
 DEFAULT_ASK_TIMEOUT = 300.0
 
@@ -122,6 +122,8 @@ class PermissionChecker:
         self, decision: Decision, tool: Tool[Any], args: BaseModel, ctx: ToolContext
     ) -> Decision:
         subject = decision.subject or tool.name
+        if HOOK_APPROVED.get():
+            return Decision(behavior="allow", subject=subject)  # a PreToolUse hook said allow
         if self.context.denies_asks:
             return _deny(
                 f"Permission to use {subject} was denied: permission mode 'dontAsk' denies "

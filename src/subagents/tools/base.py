@@ -9,6 +9,7 @@ the message as written, any other exception becomes an ``is_error`` result namin
 
 from __future__ import annotations
 
+import contextvars
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,11 @@ if TYPE_CHECKING:
     from subagents.loop.hooks import LoopHooks
 
 InputT = TypeVar("InputT", bound=BaseModel)
+
+HOOK_APPROVED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "subagents_hook_approved", default=False
+)
+"""Set while a call that a PreToolUse hook allowed is checked: its ``ask`` needs no prompt."""
 
 TRUNCATION_MARKER = "\n\n[... output truncated: {omitted} more characters not shown ...]"
 
