@@ -1,0 +1,330 @@
+"""Crash harness (issue 5 "Done when"): SIGKILL the real CLI at random moments, restart, check.
+
+Each run starts ``python -m subagents -p`` in its own project and ``SUBAGENTS_HOME`` with a
+script whose main agent launches three background children (their two turns — a Glob call, then
+the report — are delayed by 0-400 ms in all) and waits for their notifications. The session id is
+read from the ``init`` event; after a random, seeded delay of 0-600 ms the process gets SIGKILL.
+The durable sidecars are read, then the session is resumed with ``--resume`` and checked:
+
+* 0 completed results lost: a child ``completed`` before the kill is ``completed`` after the
+  restart with the same result;
+* 0 duplicate notifications: in the resumed session's transcript every background child's
+  ``<task-id>`` appears in exactly one notification (none missing either);
+* every child running at the kill is ``failed`` with ``restartRecovery: interrupted`` and
+  resumable — or ``completed`` when its durable turn had finished — and a third run of the same
+  session resumes each interrupted child with ``Agent(resume_from=…)``: the new run completes and
+  its lineage names the source.
+
+Runs go 8 at a time; the harness launches runs until at least 50 were killed mid-run and prints
+the counts (runs, killed mid-run, completed kept, interrupted, resumed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli_helpers import run_cli
+from subagents.state import ProjectState
+from subagents.store import FileStore, SidecarRecord
+from subagents.store.transcript import read_records
+
+SEED = 20_261_130
+MIN_KILLED = 50
+MAX_RUNS = 120
+PARALLEL = 8
+CHILDREN = 3
+TASK_ID = re.compile(r"<task-id>([A-Za-z0-9_-]+)</task-id>")
+
+
+@dataclass
+class RunTally:
+    killed: bool = False
+    nothing_durable: bool = False
+    completed_kept: int = 0
+    interrupted: int = 0
+    recovered_completed: int = 0
+    resumed: int = 0
+    notifications: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def counts_as_killed(self) -> bool:
+        """Killed mid-run after the session had written something to recover."""
+        return self.killed and not self.nothing_durable
+
+
+def child_entry(k: int, rng: random.Random) -> dict[str, Any]:
+    total = rng.randint(0, 400)
+    first = rng.randint(0, total)
+    return {
+        "agent_type": "Explore",
+        "match": f"token (C{k})$",
+        "turns": [
+            {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}], "delay_ms": first},
+            {"text": f"report {{{{match.1}}}} {rng.random():.6f}", "delay_ms": total - first},
+        ],
+    }
+
+
+def write_scripts(folder: Path, rng: random.Random) -> tuple[Path, Path]:
+    launches = [
+        {
+            "name": "Agent",
+            "input": {
+                "description": f"bg {k}",
+                "prompt": f"token C{k}",
+                "subagent_type": "Explore",
+                "run_in_background": True,
+            },
+        }
+        for k in range(CHILDREN)
+    ]
+    main = {
+        "agent_type": "main",
+        "turns": [
+            {"tool_calls": launches},
+            {"text": "waiting"},
+            *({"text": "heard {{last_user}}"} for _ in range(CHILDREN + 1)),
+        ],
+    }
+    first = folder / "crash.json"
+    first.write_text(
+        json.dumps({"agents": [main, *(child_entry(k, rng) for k in range(CHILDREN))]})
+    )
+    resume_main = {"agent_type": "main", "turns": [{"text": f"resumed {i}"} for i in range(6)]}
+    second = folder / "resume.json"
+    second.write_text(json.dumps({"agents": [resume_main]}))
+    return first, second
+
+
+def read_session_id(out: Path, proc: subprocess.Popen[bytes], deadline_s: float = 30) -> str:
+    """The session id from the ``init`` event (the first stream-json line)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        text = out.read_text() if out.exists() else ""
+        if "\n" in text:
+            event = json.loads(text.split("\n", 1)[0])
+            assert event["type"] == "system" and event["subtype"] == "init", event
+            return str(event["session_id"])
+        if proc.poll() is not None and "\n" not in out.read_text():
+            raise AssertionError(f"CLI ended without an init event: {proc.returncode}")
+        time.sleep(0.005)
+    raise AssertionError("no init event within 30 s")
+
+
+def records(home: Path, project: Path) -> dict[str, SidecarRecord]:
+    store = FileStore(ProjectState(home=home, project=project))
+    return {r.agent_id: r for r in store.list_agents(project)}
+
+
+def notification_counts(transcript: Path) -> Counter[str]:
+    """How often each task id appears in a notification the main agent received (user messages,
+    every line of the file — committed or not)."""
+    counts: Counter[str] = Counter()
+    for record in read_records(transcript):
+        message = record.get("message")
+        if record.get("type") != "message" or message["role"] != "user":
+            continue
+        content = message["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for block in blocks:
+            if block.get("type") == "text" and "<task-notification>" in block["text"]:
+                counts.update(TASK_ID.findall(block["text"]))
+    return counts
+
+
+def crash_once(index: int, root: Path) -> RunTally:
+    rng = random.Random(SEED + index)
+    folder = root / f"run{index:03d}"
+    project = folder / "project"
+    home = folder / "home"
+    project.mkdir(parents=True)
+    crash_script, resume_script = write_scripts(folder, rng)
+    env = {**os.environ, "SUBAGENTS_HOME": str(home)}
+    tally = RunTally()
+    session_id = kill_at_random(crash_script, project, folder, env, rng, tally)
+    canonical = Path(os.path.realpath(project))
+    before = records(home, canonical)
+    transcript = ProjectState(home=home, project=canonical).session_transcript(session_id)
+    if not transcript.exists():
+        # Killed before the session wrote anything: there is nothing to resume (and --resume
+        # rightly refuses an unknown session); no child can have started either.
+        if before:
+            tally.problems.append(f"run {index}: children {list(before)} but no transcript")
+        tally.nothing_durable = True
+        return tally
+    resumed = run_cli(
+        "-p", "continue", "--resume", session_id, "--model", f"scripted:{resume_script}",
+        "--output-format", "json", cwd=project, env=env, timeout=120,
+    )  # fmt: skip
+    if resumed.code != 0:
+        tally.problems.append(f"run {index}: resume failed: {resumed.stderr[-500:]}")
+        return tally
+    after = records(home, canonical)
+    check_after_restart(index, before, after, tally)
+    check_notifications(index, after, notification_counts(transcript), tally)
+    resume_interrupted(index, folder, project, env, session_id, home, canonical, tally)
+    return tally
+
+
+def kill_at_random(
+    script: Path,
+    project: Path,
+    folder: Path,
+    env: dict[str, str],
+    rng: random.Random,
+    tally: RunTally,
+) -> str:
+    out = folder / "crash.out"
+    command = [sys.executable, "-m", "subagents", "-p", "go", "--model", f"scripted:{script}"]
+    command += ["--output-format", "stream-json"]
+    with out.open("wb") as stdout, (folder / "crash.err").open("wb") as stderr:
+        proc = subprocess.Popen(command, cwd=project, env=env, stdout=stdout, stderr=stderr)
+    try:
+        session_id = read_session_id(out, proc)
+        time.sleep(rng.uniform(0, 0.6))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            tally.killed = True
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    return session_id
+
+
+def check_after_restart(
+    index: int, before: dict[str, SidecarRecord], after: dict[str, SidecarRecord], tally: RunTally
+) -> None:
+    for agent_id, old in before.items():
+        new = after.get(agent_id)
+        where = f"run {index}, agent {agent_id}"
+        if new is None:
+            tally.problems.append(f"{where}: record lost")
+        elif old.status == "completed":
+            if new.status != "completed" or new.result.text != old.result.text:
+                tally.lost += 1
+                tally.problems.append(f"{where}: completed result lost: {new.status}")
+            else:
+                tally.completed_kept += 1
+        elif old.status == "running":
+            if new.status == "completed" and new.restart_recovery == "completed":
+                tally.recovered_completed += 1
+            elif new.status == "failed" and new.restart_recovery == "interrupted" and new.resumable:
+                tally.interrupted += 1
+            else:
+                tally.problems.append(f"{where}: after restart {new.status}/{new.restart_recovery}")
+    still_running = [r.agent_id for r in after.values() if r.status == "running"]
+    if still_running:
+        tally.problems.append(f"run {index}: still running after restart: {still_running}")
+
+
+def check_notifications(
+    index: int, after: dict[str, SidecarRecord], counts: Counter[str], tally: RunTally
+) -> None:
+    for agent_id, record in after.items():
+        if record.is_background and counts[agent_id] != 1:
+            tally.duplicates += max(0, counts[agent_id] - 1)
+            tally.lost += counts[agent_id] == 0
+            tally.problems.append(
+                f"run {index}: notification of {agent_id} appears {counts[agent_id]} times"
+            )
+    tally.notifications += sum(counts.values())
+    foreign = set(counts) - set(after)
+    if foreign:
+        tally.problems.append(f"run {index}: notifications of unknown tasks {foreign}")
+
+
+def resume_interrupted(
+    index: int,
+    folder: Path,
+    project: Path,
+    env: dict[str, str],
+    session_id: str,
+    home: Path,
+    canonical: Path,
+    tally: RunTally,
+) -> None:
+    """Resume every interrupted child with ``resume_from`` in a third run of the session."""
+    current = records(home, canonical)
+    sources = [r.agent_id for r in current.values() if r.restart_recovery == "interrupted"]
+    if not sources:
+        return
+    calls = [
+        {
+            "name": "Agent",
+            "input": {"description": f"resume {n}", "prompt": f"continue R{n}", "resume_from": s},
+        }
+        for n, s in enumerate(sources)
+    ]
+    script = folder / "resume_from.json"
+    main = {"agent_type": "main", "turns": [{"tool_calls": calls}, {"text": "{{tool_results}}"}]}
+    child = {"agent_type": "Explore", "match": "continue (R\\d+)", "turns": [{"text": "again"}]}
+    script.write_text(json.dumps({"agents": [main, child]}))
+    run = run_cli(
+        "-p", "resume them", "--resume", session_id, "--model", f"scripted:{script}",
+        "--output-format", "json", cwd=project, env=env, timeout=120,
+    )  # fmt: skip
+    if run.code != 0:
+        tally.problems.append(f"run {index}: resume_from run failed: {run.stderr[-500:]}")
+        return
+    by_source = {
+        r.lineage.resumed_from: r
+        for r in records(home, canonical).values()
+        if r.lineage.resumed_from
+    }
+    for source in sources:
+        new = by_source.get(source)
+        if new is None or new.status != "completed" or new.result.text != "again":
+            tally.problems.append(f"run {index}: resume_from {source} did not complete: {new}")
+        else:
+            tally.resumed += 1
+
+
+def test_sigkill_at_random_points_loses_nothing_and_duplicates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tallies: list[RunTally] = []
+    started = time.monotonic()
+    index = 0
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        while sum(t.counts_as_killed for t in tallies) < MIN_KILLED and index < MAX_RUNS:
+            batch = range(index, index + PARALLEL)
+            tallies += list(pool.map(lambda i: crash_once(i, tmp_path), batch))
+            index += PARALLEL
+    problems = [p for t in tallies for p in t.problems]
+    summary = (
+        f"crash harness: runs={len(tallies)} killed_mid_run={sum(t.counts_as_killed for t in tallies)} "
+        f"killed_before_first_write={sum(t.nothing_durable for t in tallies)} "
+        f"completed_kept={sum(t.completed_kept for t in tallies)} "
+        f"interrupted={sum(t.interrupted for t in tallies)} "
+        f"recovered_completed={sum(t.recovered_completed for t in tallies)} "
+        f"resumed_from={sum(t.resumed for t in tallies)} "
+        f"notifications={sum(t.notifications for t in tallies)} "
+        f"duplicates={sum(t.duplicates for t in tallies)} lost={sum(t.lost for t in tallies)} "
+        f"problems={len(problems)} seconds={time.monotonic() - started:.0f}"
+    )
+    with capsys.disabled():
+        print(f"\n{summary}")
+    assert not problems, "\n".join(problems[:20])
+    assert sum(t.counts_as_killed for t in tallies) >= MIN_KILLED, summary
+    # The random kills must have hit both sides, or the run proves nothing.
+    assert sum(t.completed_kept for t in tallies) > 0, summary
+    assert sum(t.interrupted for t in tallies) > 0, summary
+    assert sum(t.resumed for t in tallies) == sum(t.interrupted for t in tallies), summary
