@@ -97,16 +97,22 @@ class StagedWrite:
     info: os.stat_result
 
 
-def stage_write(path: str, data: bytes) -> StagedWrite:
-    """Write ``data`` to a fresh ``0600`` temp file beside ``path`` (no ``fsync`` yet)."""
-    refuse_symlink(path)
+def stage_write(path: str, data: bytes, *, target_checked: bool = False) -> StagedWrite:
+    """Write ``data`` to a fresh ``0600`` temp file beside ``path`` (no ``fsync`` yet).
+
+    ``target_checked``: the caller has just ``lstat``-ed ``path`` under its lock and knows it
+    is not a symlink, so the check is not repeated (one system call less per record).
+    """
+    if not target_checked:
+        refuse_symlink(path)
     folder, name = os.path.split(path)
     temp = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(temp, _WRITE_FLAGS, FILE_MODE)
     try:
-        os.fchmod(fd, FILE_MODE)  # the umask may have taken bits away, never add them
         _write_all(fd, data)
         info = os.fstat(fd)
+        if stat.S_IMODE(info.st_mode) != FILE_MODE:
+            os.fchmod(fd, FILE_MODE)  # the umask took bits away; chmod leaves the signature
     except BaseException:
         os.close(fd)
         _unlink_quietly(temp)

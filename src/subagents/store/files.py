@@ -222,7 +222,7 @@ class FileStore:
             created.add(check_agent_id(target.agent_id))
             return self._agents_dir(target.project_path)
         if isinstance(target, str) and target not in created:
-            path = self._locate(check_agent_id(target))
+            path = self._paths.get(check_agent_id(target)) or self._locate(target)
             return None if path is None else path.parent
         return None
 
@@ -278,7 +278,9 @@ class FileStore:
         entry = staged.get(agent_id)
         if entry is not None:
             return entry.path, entry.record
-        path = self._require_path(agent_id)
+        # A known path is trusted without a stat: records never move, and ``_require`` lstats
+        # it anyway (refusing a symlink, reporting a vanished file).
+        path = self._paths.get(check_agent_id(agent_id)) or self._require_path(agent_id)
         return path, self._require(agent_id, path)
 
     @staticmethod
@@ -298,7 +300,8 @@ class FileStore:
         writes: list[tuple[_Staged, StagedWrite]] = []
         for entry in entries:
             try:
-                writes.append((entry, stage_write(str(entry.path), _encode(entry.record))))
+                data = _encode(entry.record)
+                writes.append((entry, stage_write(str(entry.path), data, target_checked=True)))
             except Exception as exc:
                 self._fail(entry, exc, outcomes)
         errors = commit_writes([write for _, write in writes])

@@ -1,0 +1,435 @@
+"""Group commit of sidecar writes: ``FileStore.apply_batch``, ``atomic.commit_writes`` and the
+``DurableWriter`` handing queued store calls over in batches — on real files, with a real
+``SIGKILL`` mid-batch."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagents.state import ProjectState
+from subagents.store import (
+    DuplicateAgentError,
+    FileStore,
+    MemoryStore,
+    SidecarRecord,
+    TerminalStatusError,
+    UnknownAgentError,
+    atomic,
+)
+from subagents.store.files import BatchOp
+from subagents.store.writer import DurableWriter
+from subagents.testing.store_conformance import make_record
+
+PROJECT = "/srv/project"
+OTHER = "/srv/other"
+
+
+def _store(tmp_path: Path) -> FileStore:
+    return FileStore(ProjectState(home=tmp_path / "home", project=Path(PROJECT)))
+
+
+def _record(agent_id: str, project: str = PROJECT, **overrides: Any) -> SidecarRecord:
+    return make_record(agent_id, project_path=project, **overrides)
+
+
+def _disk(store: FileStore, agent_id: str) -> dict[str, Any]:
+    path = store.sidecar_path(agent_id)
+    assert path is not None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _temps(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.fixture
+def writer() -> Iterator[DurableWriter]:
+    w = DurableWriter(name="test-store")
+    yield w
+    w.close()
+
+
+def _hold(writer: DurableWriter) -> threading.Event:
+    """Keep the worker busy until the returned event is set, so later submissions queue up."""
+    started, release = threading.Event(), threading.Event()
+
+    def block() -> None:
+        started.set()
+        release.wait(10)
+
+    writer.submit(block)
+    assert started.wait(10)
+    return release
+
+
+# -- FileStore.apply_batch -------------------------------------------------------------------
+
+
+def test_a_batch_of_many_ops_on_several_records_ends_with_the_right_records(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path)
+    store.create(_record("a00000000", description="existing"))
+    ops = [
+        BatchOp("create", (_record("a00000001"),)),
+        BatchOp("create", (_record("a00000002", OTHER),)),
+        BatchOp("update", ("a00000001",), {"description": "one"}),
+        BatchOp("update", ("a00000000",), {"description": "changed"}),
+        BatchOp("update", ("a00000001",), {"description": "two"}),
+        BatchOp("request_stop", ("a00000002",)),
+        BatchOp("update", ("a00000001",), {"status": "completed"}),
+        BatchOp("update", ("a00000001",), {"status": "running"}),  # terminal is final
+        BatchOp("update", ("a00000002",), {"description": "other project"}),
+    ]
+    outcomes = store.apply_batch(ops)
+    errors = [type(o.error) if o.error else None for o in outcomes]
+    assert errors == [None] * 7 + [TerminalStatusError, None]
+    # each op saw the versions staged by the ops before it
+    assert outcomes[4].value.description == "two"
+    assert outcomes[6].value.description == "two" and outcomes[6].value.status == "completed"
+    assert outcomes[8].value.stop_requested is True
+    fresh = _store(tmp_path)  # no cache: what is on disk
+    first, second, third = (fresh.get(f"a0000000{i}") for i in range(3))
+    assert first is not None and first.description == "changed"
+    assert second is not None and (second.description, second.status) == ("two", "completed")
+    assert third is not None and third.project_path == OTHER
+    assert (third.description, third.stop_requested) == ("other project", True)
+    assert [r.agent_id for r in fresh.list_agents(OTHER)] == ["a00000002"]
+    for folder in (
+        store.state.agents_dir,
+        ProjectState(home=store.state.home, project=Path(OTHER)).agents_dir,
+    ):
+        assert _temps(folder) == []
+
+
+def test_refused_ops_fail_alone_and_leave_their_record_untouched(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.create(_record("a00000001", description="before"))
+    outcomes = store.apply_batch(
+        [
+            BatchOp("create", (_record("a00000001"),)),  # duplicate on disk
+            BatchOp("update", ("a00000009",), {"description": "x"}),  # unknown id
+            BatchOp("create", (_record("a00000002"),)),
+            BatchOp("create", (_record("a00000002"),)),  # duplicate within the batch
+            BatchOp("update", ("a00000001",), {"no_such_field": 1}),
+            BatchOp("update", ("../escape",), {}),
+            BatchOp("touch_activity", ("a00000002",)),
+        ]
+    )
+    kinds = [type(o.error).__name__ if o.error else None for o in outcomes]
+    assert kinds == [
+        "DuplicateAgentError",
+        "UnknownAgentError",
+        None,
+        "DuplicateAgentError",
+        "InvalidRecordError",
+        "InvalidRecordError",
+        None,
+    ]
+    assert _disk(store, "a00000001")["description"] == "before"
+    assert _disk(store, "a00000002")["agentId"] == "a00000002"
+
+
+def test_a_record_whose_write_fails_fails_its_ops_and_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    store.create(_record("a00000001", description="before"))
+    real_rename = os.rename
+
+    def rename(src: Any, dst: Any) -> None:
+        if str(dst).endswith("a00000001.json"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    outcomes = store.apply_batch(
+        [
+            BatchOp("update", ("a00000001",), {"description": "lost"}),
+            BatchOp("create", (_record("a00000002"),)),
+            BatchOp("update", ("a00000001",), {"description": "lost too"}),
+        ]
+    )
+    monkeypatch.undo()
+    assert [isinstance(o.error, OSError) for o in outcomes] == [True, False, True]
+    assert _temps(store.state.agents_dir) == []
+    fresh = _store(tmp_path)
+    kept = fresh.get("a00000001")
+    assert kept is not None and kept.description == "before"
+    assert fresh.get("a00000002") is not None
+
+
+# -- commit_writes ---------------------------------------------------------------------------
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, fn: Callable[[int], None] | None) -> list[int]:
+    calls: list[int] = []
+
+    def counted(fd: int) -> None:
+        calls.append(fd)
+        if fn is not None:
+            fn(fd)
+
+    monkeypatch.setattr(atomic, "_syncfs", lambda: counted)
+    return calls
+
+
+def test_many_files_share_one_syncfs_and_one_fsync_per_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = atomic._syncfs()
+    if real is None:
+        pytest.skip("syncfs(2) is not available here")
+    syncs = _count_calls(monkeypatch, real)
+    dirs: list[str] = []
+    real_fsync_dir = atomic.fsync_dir
+
+    def fsync_dir(path: str | Path) -> None:
+        dirs.append(str(path))
+        real_fsync_dir(path)
+
+    monkeypatch.setattr(atomic, "fsync_dir", fsync_dir)
+    (tmp_path / "b").mkdir()
+    staged = [atomic.stage_write(str(tmp_path / f"f{i}.json"), b"%d" % i) for i in range(5)]
+    staged.append(atomic.stage_write(str(tmp_path / "b" / "g.json"), b"g"))
+    assert atomic.commit_writes(staged) == [None] * 6
+    assert len(syncs) == 1
+    assert sorted(dirs) == sorted([str(tmp_path), str(tmp_path / "b")])
+    assert (tmp_path / "f3.json").read_bytes() == b"3"
+    assert _temps(tmp_path) == []
+
+
+def test_without_syncfs_or_when_it_fails_each_file_is_fsynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        fsyncs.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+    def broken(fd: int) -> None:
+        raise OSError(errno.EIO, "syncfs: I/O error")
+
+    for syncfs in (None, broken):
+        fsyncs.clear()
+        monkeypatch.setattr(atomic, "_syncfs", lambda s=syncfs: s)
+        staged = [atomic.stage_write(str(tmp_path / f"f{i}.json"), b"new") for i in range(3)]
+        assert atomic.commit_writes(staged) == [None] * 3
+        assert len(fsyncs) == 3 + 1  # three files, then their one directory
+        assert (tmp_path / "f2.json").read_bytes() == b"new"
+
+
+# -- a real crash in the middle of a batch ---------------------------------------------------
+
+_CRASH_SCRIPT = """
+import sys, time
+from pathlib import Path
+from subagents.state import ProjectState
+from subagents.store import FileStore, atomic
+from subagents.store.files import BatchOp
+from subagents.testing.store_conformance import make_record
+
+real = atomic._sync_files
+def synced_then_stall(writes, errors):
+    real(writes, errors)
+    print("staged", len(writes), flush=True)  # temp files durable, nothing renamed yet
+    time.sleep(60)
+atomic._sync_files = synced_then_stall
+
+project = sys.argv[2]
+store = FileStore(ProjectState(home=Path(sys.argv[1]), project=Path(project)))
+store.apply_batch([
+    BatchOp("update", ("a00000001",), {"description": "never visible"}),
+    BatchOp("create", (make_record("a00000003", project_path=project),)),
+    BatchOp("update", ("a00000002",), {"status": "completed"}),
+])
+"""
+
+
+def test_a_kill_after_the_temp_writes_leaves_the_old_records_and_ignored_temps(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path)
+    store.create(_record("a00000001", description="before"))
+    store.create(_record("a00000002", description="running"))
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CRASH_SCRIPT, str(tmp_path / "home"), PROJECT],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "staged 3"
+        assert len(_temps(store.state.agents_dir)) == 3
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    assert child.returncode == -signal.SIGKILL
+    fresh = _store(tmp_path)
+    first, second = fresh.get("a00000001"), fresh.get("a00000002")
+    assert first is not None and first.description == "before"
+    assert second is not None and second.status == "running"
+    assert fresh.get("a00000003") is None
+    assert [r.agent_id for r in fresh.list_agents(PROJECT)] == ["a00000001", "a00000002"]
+    assert fresh.update("a00000002", status="completed").status == "completed"
+    fresh.create(_record("a00000003"))  # the crashed create left no record behind
+
+
+# -- DurableWriter batching ------------------------------------------------------------------
+
+
+def test_ops_queued_while_the_worker_is_busy_go_to_the_store_as_one_batch(
+    tmp_path: Path, writer: DurableWriter
+) -> None:
+    store = _store(tmp_path)
+    release = _hold(writer)
+    futures: list[concurrent.futures.Future[Any]] = []
+    for i in range(10):
+        futures.append(writer.submit(store.create, _record(f"a{i:08d}")))
+    for i in range(10):
+        futures.append(writer.submit(store.update, f"a{i:08d}", status="completed"))
+    release.set()
+    results = [f.result(10) for f in futures]
+    assert writer.stats.batches == 1
+    assert writer.stats.batched_ops == writer.stats.largest_batch == 20
+    assert [r.status for r in results[10:]] == ["completed"] * 10
+    fresh = _store(tmp_path)
+    assert [r.status for r in fresh.list_agents(PROJECT)] == ["completed"] * 10
+
+
+def test_a_failing_op_fails_only_its_own_future(
+    tmp_path: Path, writer: DurableWriter, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = _store(tmp_path)
+    release = _hold(writer)
+    ok1 = writer.submit(store.create, _record("a00000001"))
+    bad = writer.submit(store.update, "a00000009", description="nobody")
+    dup = writer.submit(store.create, _record("a00000001"))
+    ok2 = writer.submit(store.update, "a00000001", description="after")
+    release.set()
+    assert ok2.result(10).description == "after"
+    assert ok1.result(10) is None
+    assert isinstance(bad.exception(10), UnknownAgentError)
+    assert isinstance(dup.exception(10), DuplicateAgentError)
+    assert writer.stats.batches == 1 and writer.stats.batched_ops == 4
+    assert "a00000009" in caplog.text  # failures are logged, not only kept in the future
+    assert _disk(store, "a00000001")["description"] == "after"
+
+
+def test_other_calls_split_batches_and_keep_their_place_in_the_order(
+    tmp_path: Path, writer: DurableWriter
+) -> None:
+    store = _store(tmp_path)
+    seen: list[str | None] = []
+
+    def observe() -> None:
+        record = _store(tmp_path).get("a00000001")  # a fresh store: what is on disk
+        seen.append(None if record is None else record.description)
+
+    release = _hold(writer)
+    writer.submit(store.create, _record("a00000001", description="first"))
+    writer.submit(observe)
+    writer.submit(store.update, "a00000001", description="second")
+    writer.submit(store.update, "a00000001", description="third")
+    last = writer.submit(observe)
+    release.set()
+    last.result(10)
+    assert seen == ["first", "third"]
+    assert writer.stats.batches == 2 and writer.stats.batched_ops == 3
+
+
+def test_a_store_without_the_batch_hook_is_called_op_by_op(writer: DurableWriter) -> None:
+    store = MemoryStore()
+    release = _hold(writer)
+    create = writer.submit(store.create, _record("a00000001"))
+    update = writer.submit(store.update, "a00000001", description="changed")
+    release.set()
+    assert create.result(10) is None and update.result(10).description == "changed"
+    assert writer.stats.batches == 0 and writer.stats.single_calls == 3  # incl. the hold
+
+
+async def test_close_drains_and_the_worker_restarts_after_idling(tmp_path: Path) -> None:
+    writer = DurableWriter(name="test-idle")
+    store = _store(tmp_path)
+    first = writer.submit(store.create, _record("a00000001"))
+    await writer.wait(first)
+    second = writer.submit(store.update, "a00000001", description="queued")
+    writer.close()
+    assert second.done() and second.result().description == "queued"
+    writer.close()  # twice is fine
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.submit(store.update, "a00000001")
+
+
+# -- DurableRecords: no activity write right after the running record --------------------------
+
+
+class CountingStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def create(self, record: SidecarRecord) -> None:
+        self.calls.append("create")
+        super().create(record)
+
+    def update(self, agent_id: str, **changes: Any) -> SidecarRecord:
+        self.calls.append("update")
+        return super().update(agent_id, **changes)
+
+    def touch_activity(self, agent_id: str) -> None:
+        self.calls.append("touch_activity")
+        super().touch_activity(agent_id)
+
+
+async def test_a_short_child_writes_its_running_and_terminal_records_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    from subagents.agents.agent_tool import AgentTool
+    from subagents.session import Session, SessionOptions
+    from subagents.testing import ScriptedModel
+
+    call = {"description": "job", "prompt": "job", "subagent_type": "worker"}
+    script = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [{"tool_calls": [{"name": "Agent", "input": call}]}, {"text": "done"}],
+            },
+            {"agent_type": "worker", "turns": [{"text": "worker done"}]},
+        ]
+    }
+    store = CountingStore()
+    session = Session(
+        SessionOptions(
+            model=ScriptedModel.from_dict(script),
+            cwd=tmp_path,
+            home=tmp_path / "home",
+            tools=[AgentTool()],
+            agents_json=json.dumps({"worker": {"description": "w", "prompt": "You work."}}),
+            store=store,
+            load_settings=False,
+        )
+    )
+    result = await session.run("go")
+    assert not result.is_error, result.result
+    assert store.calls == ["create", "update"]  # the child's first turn wrote no activity
+    [record] = store.list_agents(str(tmp_path))
+    assert record.status == "completed"
