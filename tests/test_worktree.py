@@ -12,7 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from subagents.agents.worktree import (
+from subagents.cli.main import main
+from subagents.hooks.config import HookConfig, parse_hooks
+from subagents.worktrees.admin import (
+    list_worktrees,
+)
+from subagents.worktrees.hooks import (
+    create_isolated,
+    create_with_hooks,
+    remove_with_hooks,
+)
+from subagents.worktrees.lifecycle import (
     EXCLUDE_LINE,
     NotAGitRepository,
     WorktreeError,
@@ -23,16 +33,6 @@ from subagents.agents.worktree import (
     settle_orphan,
     working_dir_in,
 )
-from subagents.agents.worktree_admin import (
-    list_worktrees,
-)
-from subagents.agents.worktree_hooks import (
-    create_isolated,
-    create_with_hooks,
-    remove_with_hooks,
-)
-from subagents.cli.main import main
-from subagents.hooks.config import HookConfig, parse_hooks
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test",

@@ -172,8 +172,8 @@ class AgentTool(Tool[AgentInput]):
             return
         if (args.isolation or definition.isolation) != "worktree":
             return
-        from subagents.agents.worktree import WorktreeError, isolated_roots, working_dir_in
-        from subagents.agents.worktree_hooks import create_isolated
+        from subagents.worktrees.hooks import create_isolated
+        from subagents.worktrees.lifecycle import WorktreeError, isolated_roots, working_dir_in
 
         agent_id = new_id("local_agent")
         hooks = runtime.hooks.config if runtime.hooks is not None else None

@@ -53,7 +53,7 @@ class ChildRequest:
     """Drawn by the caller when something (a worktree) must be named after the child first."""
     roots: tuple[Path, ...] | None = None
     worktree: Any = None
-    """The child's isolated worktree (``agents.worktree.WorktreeInfo``), when isolated."""
+    """The child's isolated worktree (``worktrees.lifecycle.WorktreeInfo``), when isolated."""
 
 
 def prepare_child(

@@ -44,7 +44,7 @@ async def run_child(runtime: AgentRuntime, job: AgentJob) -> LoopOutcome:
 
 async def _settle_worktree(job: AgentJob) -> None:
     """Success with no change removes the worktree; anything else keeps it (and says where)."""
-    from subagents.agents.worktree import finish_worktree
+    from subagents.worktrees.lifecycle import finish_worktree
 
     run = job.run
     try:

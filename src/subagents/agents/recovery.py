@@ -264,7 +264,7 @@ async def _settle_worktree(store: Store, record: SidecarRecord, outcome: Outcome
     info = record.worktree
     if info is None or info.outcome != "active":
         return None
-    from subagents.agents.worktree import settle_orphan
+    from subagents.worktrees.lifecycle import settle_orphan
 
     path = Path(info.path)
     data = {"path": info.path, "name": path.name, "branch": info.branch}

@@ -96,7 +96,7 @@ class AgentJob:
     parent_tool_names: tuple[str, ...] = ()
     """What the parent can use (does it have Read or Bash to look at an output file?)."""
     worktree: Any = None
-    """The child's isolated worktree (``agents.worktree.WorktreeInfo``); settled at the end."""
+    """The child's isolated worktree (``worktrees.lifecycle.WorktreeInfo``); settled at the end."""
     logged_messages: int = 0
     """Leading ``messages`` already in the transcript (a resumed session's history), so they
     are not written twice."""

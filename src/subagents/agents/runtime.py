@@ -108,6 +108,12 @@ class AgentRuntime:
             raise ToolError("Background shells are disabled in this session")
         return await self.shells.start(command, ctx, description)
 
+    async def send_message(self, ctx: Any, to: str, message: str, summary: str | None) -> Any:
+        """SendMessage's behaviour (``agents/messaging.py``), reached by the tool."""
+        from subagents.agents.messaging import Message, send_message
+
+        return await send_message(ctx, Message(to=to, message=message, summary=summary))
+
     def context_block(self, *, read_only: bool) -> str:
         if self.project_context is None:
             return ""

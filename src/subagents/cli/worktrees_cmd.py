@@ -15,16 +15,16 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from subagents.agents.worktree import (
-    WorktreeError,
-    find_repo_root,
-    worktree_changes,
-)
-from subagents.agents.worktree_admin import (
+from subagents.worktrees.admin import (
     WorktreeEntry,
     find_entry,
     list_worktrees,
     remove_worktree,
+)
+from subagents.worktrees.lifecycle import (
+    WorktreeError,
+    find_repo_root,
+    worktree_changes,
 )
 
 

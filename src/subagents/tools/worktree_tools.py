@@ -21,7 +21,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from subagents.agents.worktree import (
+from subagents.hooks.config import HookConfig
+from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.worktrees.hooks import (
+    create_with_hooks,
+    remove_with_hooks,
+)
+from subagents.worktrees.lifecycle import (
     NotAGitRepository,
     WorktreeError,
     WorktreeInfo,
@@ -32,12 +38,6 @@ from subagents.agents.worktree import (
     working_dir_in,
     worktree_changes,
 )
-from subagents.agents.worktree_hooks import (
-    create_with_hooks,
-    remove_with_hooks,
-)
-from subagents.hooks.config import HookConfig
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
 
 ENTER_DESCRIPTION = """Creates an isolated git worktree on a new branch from the current HEAD and
 switches this session's working directory into it. Use it when asked to work in a worktree or

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from subagents.agents.worktree import (
+from subagents.worktrees.lifecycle import (
     WORKTREES_DIR,
     WorktreeError,
     git_output,

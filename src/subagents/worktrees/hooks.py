@@ -18,7 +18,10 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from subagents.agents.worktree import (
+from subagents.hooks.config import HookConfig
+from subagents.hooks.runner import clean_environment, run_hooks
+from subagents.processes import ProcessTracker
+from subagents.worktrees.lifecycle import (
     NotAGitRepository,
     WorktreeError,
     WorktreeInfo,
@@ -26,9 +29,6 @@ from subagents.agents.worktree import (
     check_name,
     create_worktree,
 )
-from subagents.hooks.config import HookConfig
-from subagents.hooks.runner import clean_environment, run_hooks
-from subagents.processes import ProcessTracker
 
 
 async def create_isolated(

@@ -27,9 +27,9 @@ outcome names the path and branch (``worktreePath`` / ``worktreeBranch`` in the 
 Crash recovery (``settle_orphan``) applies the same rule to a worktree whose child died.
 
 Outside a git repository, configured ``WorktreeCreate`` / ``WorktreeRemove`` hooks do the
-isolation (``subagents.agents.worktree_hooks``, whose ``create_isolated`` is the entry point for
+isolation (``subagents.worktrees.hooks``, whose ``create_isolated`` is the entry point for
 ``isolation: "worktree"``); listing and removing what children left is
-``subagents.agents.worktree_admin``.
+``subagents.worktrees.admin``.
 
 All git work runs as ``git`` subprocesses without a shell, with ``GIT_DIR``-style variables of
 the runtime's own environment removed so they cannot redirect git to another repository.
@@ -43,6 +43,7 @@ import os
 import secrets
 import shutil
 import signal
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -325,6 +326,27 @@ async def create_named_worktree(
     failure, after removing whatever this call had created."""
     check_name(name)
     root = await find_repo_root(cwd)
+    # git takes repository-wide locks (config, refs) while adding a worktree; parallel children
+    # of one repository are created one at a time so none fails on another's lock.
+    async with _repo_lock(root):
+        return await _create_in(root, cwd, name, agent_id)
+
+
+_REPO_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Path, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _repo_lock(root: Path) -> asyncio.Lock:
+    """One lock per repository and event loop (an asyncio lock belongs to one loop)."""
+    locks = _REPO_LOCKS.setdefault(asyncio.get_running_loop(), {})
+    lock = locks.get(root)
+    if lock is None:
+        lock = locks[root] = asyncio.Lock()
+    return lock
+
+
+async def _create_in(root: Path, cwd: Path, name: str, agent_id: str | None) -> WorktreeInfo:
     head = await _head_commit(root)
     base_ref = await _symbolic_head(root)
     path = root / WORKTREES_DIR / name

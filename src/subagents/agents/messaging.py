@@ -1,0 +1,130 @@
+"""SendMessage's behaviour: deliver to a running agent's inbox, or resume a finished one.
+
+A running recipient gets the message in its inbox, delivered at its next boundary (between turns,
+never inside a model output); nothing polls. A finished recipient is resumed to receive it: a
+``resume_from`` run in the background with the message as its prompt, and the recipient's name
+now points to that new run, so the conversation goes on under the same name. ``*`` (the whole
+team) needs teams, which this runtime does not have yet: it is refused.
+
+The message is wrapped as ``<teammate-message from=... summary=...>`` with every runtime tag in
+the sender's text escaped, so a message cannot pose as a notification or a directive. The tool
+(``tools/send_message.py``) only validates its input and calls ``send_message`` through
+``AgentRuntime.send_message``, which keeps ``tools/`` free of imports from ``agents/``.
+"""
+
+from __future__ import annotations
+
+import html
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from subagents.agents.notifications import escape_runtime_tags
+from subagents.loop.inbox import InboxItem
+from subagents.tools.base import ToolContext, ToolError, ToolOutput
+
+BROADCAST = "*"
+
+
+@dataclass(kw_only=True, frozen=True)
+class Message:
+    to: str
+    message: str
+    summary: str | None = None
+
+
+async def send_message(ctx: ToolContext, args: Message) -> ToolOutput:
+    if args.to.strip() == BROADCAST:
+        raise ToolError(
+            "SendMessage to '*' needs a team, and teams are not available in this runtime: "
+            "address one agent by name or id"
+        )
+    manager = _manager(ctx)
+    target = args.to.strip()
+    agent_id = manager.names.get(target, target)
+    inbox = manager.inboxes.get(agent_id)
+    if inbox is not None:
+        inbox.put(InboxItem(id=f"message:{uuid.uuid4()}", text=wrap(args, ctx)))
+        return ToolOutput(
+            content=f"Message delivered to {target} (it will read it at its next turn).",
+            metadata={"to": target, "agentId": agent_id, "delivered": True},
+        )
+    return await _resume_with(args, target, agent_id, ctx, manager)
+
+
+def wrap(args: Message, ctx: ToolContext) -> str:
+    """The message as the recipient sees it: sender, preview, and defused text."""
+    text, _ = escape_runtime_tags(args.message)
+    summary, _ = escape_runtime_tags(args.summary or "")
+    sender = html.escape(ctx.agent.agent_id, quote=True)
+    preview = f' summary="{html.escape(summary, quote=True)}"' if summary else ""
+    return f'<teammate-message from="{sender}"{preview}>\n{text}\n</teammate-message>'
+
+
+def _manager(ctx: ToolContext) -> Any:
+    manager = getattr(ctx.services, "background", None)
+    if manager is None or not hasattr(manager, "inboxes"):
+        raise ToolError("SendMessage needs a session runtime; run it inside a Session")
+    return manager
+
+
+async def _resume_with(
+    args: Message, target: str, agent_id: str, ctx: ToolContext, manager: Any
+) -> ToolOutput:
+    """A finished recipient: resume it in the background with the message as its prompt."""
+    from subagents.agents.resume import prepare_resume, session_store, settle_writes
+    from subagents.agents.runtime import AgentFrame, AgentRuntime
+
+    runtime, frame = ctx.services, ctx.owner
+    if not isinstance(runtime, AgentRuntime) or not isinstance(frame, AgentFrame):
+        raise ToolError("SendMessage needs a session runtime; run it inside a Session")
+    await settle_writes(runtime)
+    store, _, _ = session_store(runtime)
+    record = _record(store, agent_id)
+    if record is None:
+        known = ", ".join(sorted(manager.names)) or "none"
+        raise ToolError(
+            f"SendMessage: no agent named or with id {target!r}. Known agent names: {known}"
+        )
+    if not record.is_terminal:
+        raise ToolError(
+            f"SendMessage: agent {agent_id} is running, but not in this process, so its inbox "
+            "cannot be reached from here; wait for it to finish, then message it again"
+        )
+    job = prepare_resume(
+        runtime,
+        ctx,
+        frame,
+        source_id=agent_id,
+        prompt=args.message,
+        description=args.summary or f"message to {target}",
+        background=True,
+    )
+    names = sorted({n for n, i in manager.names.items() if i == agent_id or n == target})
+    launched = manager.launch(job, name=names[0] if names else None)
+    for name in names[1:]:
+        manager.names[name] = job.run.agent_id
+    new_id = job.run.agent_id
+    called = f" ({', '.join(names)} now points to it)" if names else ""
+    return ToolOutput(
+        content=(
+            f"{target} had finished, so it was resumed to receive the message: the conversation "
+            f"continues in the background as agent {new_id}{called}. You will be notified when "
+            "it answers; do not poll."
+        ),
+        metadata={
+            **(launched.metadata or {}),
+            "to": target,
+            "resumedFrom": agent_id,
+            "agentId": new_id,
+        },
+    )
+
+
+def _record(store: Any, agent_id: str) -> Any:
+    from subagents.store.errors import StoreError
+
+    try:
+        return store.get(agent_id)
+    except StoreError:
+        return None
