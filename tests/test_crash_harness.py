@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from cli_helpers import run_cli
+from subagents.agents.leftovers import is_our_group, read_groups
 from subagents.state import ProjectState
 from subagents.store import FileStore, SidecarRecord
 from subagents.store.transcript import read_records
@@ -60,6 +61,7 @@ class RunTally:
     resumed: int = 0
     notifications: int = 0
     lost: int = 0
+    leftovers_seen: int = 0
     duplicates: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -82,31 +84,42 @@ def child_entry(k: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
+SLEEPER = {
+    "agent_type": "general-purpose",
+    "match": "token (SLEEP)$",
+    "turns": [
+        {"tool_calls": [{"name": "Bash", "input": {"command": "sleep 30"}}], "delay_ms": 50},
+        {"text": "slept"},
+    ],
+}
+"""A child whose shell outlives a SIGKILL of the runtime: recovery must kill it."""
+
+
+def launch(k: int | str, agent_type: str = "Explore") -> dict[str, Any]:
+    return {
+        "name": "Agent",
+        "input": {
+            "description": f"bg {k}",
+            "prompt": f"token {k}" if isinstance(k, str) else f"token C{k}",
+            "subagent_type": agent_type,
+            "run_in_background": True,
+        },
+    }
+
+
 def write_scripts(folder: Path, rng: random.Random) -> tuple[Path, Path]:
-    launches = [
-        {
-            "name": "Agent",
-            "input": {
-                "description": f"bg {k}",
-                "prompt": f"token C{k}",
-                "subagent_type": "Explore",
-                "run_in_background": True,
-            },
-        }
-        for k in range(CHILDREN)
-    ]
+    launches = [launch(k) for k in range(CHILDREN)] + [launch("SLEEP", "general-purpose")]
     main = {
         "agent_type": "main",
         "turns": [
             {"tool_calls": launches},
             {"text": "waiting"},
-            *({"text": "heard {{last_user}}"} for _ in range(CHILDREN + 1)),
+            *({"text": "heard {{last_user}}"} for _ in range(CHILDREN + 2)),
         ],
     }
+    children = [child_entry(k, rng) for k in range(CHILDREN)]
     first = folder / "crash.json"
-    first.write_text(
-        json.dumps({"agents": [main, *(child_entry(k, rng) for k in range(CHILDREN))]})
-    )
+    first.write_text(json.dumps({"agents": [main, *children, SLEEPER]}))
     resume_main = {"agent_type": "main", "turns": [{"text": f"resumed {i}"} for i in range(6)]}
     second = folder / "resume.json"
     second.write_text(json.dumps({"agents": [resume_main]}))
@@ -178,6 +191,7 @@ def crash_once(index: int, root: Path) -> RunTally:
         return tally
     after = records(home, canonical)
     check_after_restart(index, before, after, tally)
+    check_no_leftovers(index, home, tally)
     check_notifications(index, after, notification_counts(transcript), tally)
     resume_interrupted(index, folder, project, env, session_id, home, canonical, tally)
     return tally
@@ -235,6 +249,15 @@ def check_after_restart(
         tally.problems.append(f"run {index}: still running after restart: {still_running}")
 
 
+def check_no_leftovers(index: int, home: Path, tally: RunTally) -> None:
+    """Every process group a child recorded is gone (or its PID now belongs to a stranger)."""
+    for pids in home.glob("projects/*/agents/*.pids"):
+        for pgid, identity in read_groups(pids):
+            tally.leftovers_seen += 1
+            if is_our_group(pgid, identity):
+                tally.problems.append(f"run {index}: process group {pgid} survived recovery")
+
+
 def check_notifications(
     index: int, after: dict[str, SidecarRecord], counts: Counter[str], tally: RunTally
 ) -> None:
@@ -275,7 +298,7 @@ def resume_interrupted(
     ]
     script = folder / "resume_from.json"
     main = {"agent_type": "main", "turns": [{"tool_calls": calls}, {"text": "{{tool_results}}"}]}
-    child = {"agent_type": "Explore", "match": "continue (R\\d+)", "turns": [{"text": "again"}]}
+    child = {"match": "continue (R\\d+)", "turns": [{"text": "again"}]}  # any type
     script.write_text(json.dumps({"agents": [main, child]}))
     run = run_cli(
         "-p", "resume them", "--resume", session_id, "--model", f"scripted:{script}",
@@ -317,6 +340,7 @@ def test_sigkill_at_random_points_loses_nothing_and_duplicates_nothing(
         f"recovered_completed={sum(t.recovered_completed for t in tallies)} "
         f"resumed_from={sum(t.resumed for t in tallies)} "
         f"notifications={sum(t.notifications for t in tallies)} "
+        f"leftover_groups_checked={sum(t.leftovers_seen for t in tallies)} "
         f"duplicates={sum(t.duplicates for t in tallies)} lost={sum(t.lost for t in tallies)} "
         f"problems={len(problems)} seconds={time.monotonic() - started:.0f}"
     )

@@ -74,13 +74,32 @@ def read_groups(path: Path) -> list[tuple[int, str | None]]:
 
 
 def group_has_members(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+    """Whether a live (non-zombie) process is in group ``pgid``.
+
+    ``killpg(pgid, 0)`` alone is not enough: a killed process whose parent died is reparented,
+    and where nothing reaps it (a container's PID 1) it stays a zombie in its group forever."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
         return True
-    return True
+    for entry in os.scandir(proc):
+        if entry.name.isdigit() and _live_member(Path(entry.path) / "stat", pgid):
+            return True
+    return False
+
+
+def _live_member(stat_path: Path, pgid: int) -> bool:
+    try:
+        raw = stat_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    fields = raw.rpartition(")")[2].split()
+    return len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z"
 
 
 def is_our_group(pgid: int, identity: str | None) -> bool:
