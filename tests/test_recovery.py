@@ -31,7 +31,14 @@ from subagents.agents.recovery import (
 from subagents.messages import Message, tool_uses
 from subagents.session import Session, SessionOptions
 from subagents.state import ProjectState
-from subagents.store import FileStore, Lineage, ProcessIdentity, RunResult, SidecarRecord
+from subagents.store import (
+    FileStore,
+    Lineage,
+    ProcessIdentity,
+    RunResult,
+    SidecarRecord,
+    WorktreeInfo,
+)
 from subagents.store.process_identity import current_identity, hostname, start_identity
 from subagents.store.transcript import read_messages, read_records
 from subagents.testing import ScriptedModel
@@ -468,3 +475,37 @@ def test_recovery_time_is_bounded_for_many_orphans(project: ProjectState) -> Non
     started = time.monotonic()
     assert len(reconcile(project)) == 40
     assert time.monotonic() - started < 30  # generous: each orphan is a few fsyncs
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize(("completed", "expected"), [(True, "removed"), (False, "kept")])
+def test_an_orphans_worktree_is_settled_by_the_keep_remove_rule(
+    project: ProjectState, completed: bool, expected: str
+) -> None:
+    repo = project.project
+    git("init", "-q", "-b", "main", cwd=repo)
+    git(
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "c",
+        cwd=repo,
+    )
+    worktree = repo / ".subagents" / "worktrees" / "agent-a0000009"
+    git("worktree", "add", "-q", "-b", "subagents/agent-a0000009", str(worktree), cwd=repo)
+    last = said("ok") if completed else calls("t1")
+    info = WorktreeInfo(path=str(worktree), branch="subagents/agent-a0000009")
+    orphan(project, "a00000090", [[user("do the thing")], [last]], worktree=info)
+    found = asyncio.run(reconcile_orphans(FileStore(project), project))
+    assert found[0].worktree_outcome == expected
+    record = get(project, "a00000090")
+    assert record.worktree is not None and record.worktree.outcome == expected
+    assert worktree.exists() == (expected == "kept")
