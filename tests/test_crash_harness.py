@@ -4,7 +4,9 @@ Each run starts ``python -m subagents -p`` in its own project and ``SUBAGENTS_HO
 script whose main agent launches three background children (their two turns — a Glob call, then
 the report — are delayed by 0-400 ms in all) and waits for their notifications. The session id is
 read from the ``init`` event; after a random, seeded delay of 0-600 ms the process gets SIGKILL.
-The durable sidecars are read, then the session is resumed with ``--resume`` and checked:
+The durable sidecars are read, then the session is resumed with ``--resume`` (in every other
+run that resumed session is itself SIGKILLed 0-150 ms after its start — often in the middle of
+recovery — and resumed once more) and checked:
 
 * 0 completed results lost: a child ``completed`` before the kill is ``completed`` after the
   restart with the same result;
@@ -13,7 +15,8 @@ The durable sidecars are read, then the session is resumed with ``--resume`` and
 * every child running at the kill is ``failed`` with ``restartRecovery: interrupted`` and
   resumable — or ``completed`` when its durable turn had finished — and a third run of the same
   session resumes each interrupted child with ``Agent(resume_from=…)``: the new run completes and
-  its lineage names the source.
+  its lineage names the source;
+* no process group a child recorded (a ``sleep 30`` shell that survives the SIGKILL) is alive.
 
 Runs go 8 at a time; the harness launches runs until at least 50 were killed mid-run and prints
 the counts (runs, killed mid-run, completed kept, interrupted, resumed).
@@ -55,6 +58,7 @@ TASK_ID = re.compile(r"<task-id>([A-Za-z0-9_-]+)</task-id>")
 class RunTally:
     killed: bool = False
     nothing_durable: bool = False
+    resume_killed: bool = False
     completed_kept: int = 0
     interrupted: int = 0
     recovered_completed: int = 0
@@ -182,6 +186,11 @@ def crash_once(index: int, root: Path) -> RunTally:
             tally.problems.append(f"run {index}: children {list(before)} but no transcript")
         tally.nothing_durable = True
         return tally
+    if index % 2:  # the resumed session is itself killed, then resumed again
+        args = ["-p", "continue", "--resume", session_id, "--model", f"scripted:{resume_script}"]
+        _, tally.resume_killed = start_and_kill(
+            args, project, folder / "resume-crash", env, rng.uniform(0, 0.15)
+        )
     resumed = run_cli(
         "-p", "continue", "--resume", session_id, "--model", f"scripted:{resume_script}",
         "--output-format", "json", cwd=project, env=env, timeout=120,
@@ -205,22 +214,36 @@ def kill_at_random(
     rng: random.Random,
     tally: RunTally,
 ) -> str:
-    out = folder / "crash.out"
-    command = [sys.executable, "-m", "subagents", "-p", "go", "--model", f"scripted:{script}"]
-    command += ["--output-format", "stream-json"]
-    with out.open("wb") as stdout, (folder / "crash.err").open("wb") as stderr:
+    """Start the crash run, read its session id, SIGKILL it 0-600 ms later."""
+    command = ["-p", "go", "--model", f"scripted:{script}"]
+    session_id, killed = start_and_kill(
+        command, project, folder / "crash", env, rng.uniform(0, 0.6)
+    )
+    tally.killed = killed
+    return session_id
+
+
+def start_and_kill(
+    args: list[str], project: Path, stem: Path, env: dict[str, str], delay_s: float
+) -> tuple[str, bool]:
+    """Run the CLI with ``args`` (stream-json); SIGKILL it ``delay_s`` after its init event.
+    Returns the session id and whether the kill landed before the run ended."""
+    command = [sys.executable, "-m", "subagents", *args, "--output-format", "stream-json"]
+    out = stem.with_suffix(".out")
+    with out.open("wb") as stdout, stem.with_suffix(".err").open("wb") as stderr:
         proc = subprocess.Popen(command, cwd=project, env=env, stdout=stdout, stderr=stderr)
+    killed = False
     try:
         session_id = read_session_id(out, proc)
-        time.sleep(rng.uniform(0, 0.6))
+        time.sleep(delay_s)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
-            tally.killed = True
+            killed = True
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-    return session_id
+    return session_id, killed
 
 
 def check_after_restart(
@@ -335,6 +358,7 @@ def test_sigkill_at_random_points_loses_nothing_and_duplicates_nothing(
     summary = (
         f"crash harness: runs={len(tallies)} killed_mid_run={sum(t.counts_as_killed for t in tallies)} "
         f"killed_before_first_write={sum(t.nothing_durable for t in tallies)} "
+        f"resume_also_killed={sum(t.resume_killed for t in tallies)} "
         f"completed_kept={sum(t.completed_kept for t in tallies)} "
         f"interrupted={sum(t.interrupted for t in tallies)} "
         f"recovered_completed={sum(t.recovered_completed for t in tallies)} "
