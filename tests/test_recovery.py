@@ -509,3 +509,37 @@ def test_an_orphans_worktree_is_settled_by_the_keep_remove_rule(
     record = get(project, "a00000090")
     assert record.worktree is not None and record.worktree.outcome == expected
     assert worktree.exists() == (expected == "kept")
+
+
+@pytest.mark.parametrize(("age_s", "recovered"), [(3_600.0, True), (5.0, False)])
+def test_a_schema_v1_running_record_loads_and_uses_the_legacy_window(
+    project: ProjectState, age_s: float, recovered: bool
+) -> None:
+    """A v1 record has a PID but no start identity: trusted while young, recovered when old."""
+    transcript = project.agent_transcript("a1v1run00")
+    project.agents_dir.mkdir(parents=True, mode=0o700)
+    write_transcript(transcript, [[user("Where is the config loaded?")], [said("in config.py")]])
+    now = time.time()
+    v1 = {
+        "schema_version": 1,
+        "agent_id": "a1v1run00",
+        "agent_type": "Explore",
+        "description": "Find the config loader",
+        "prompt": "Where is the config loaded?",
+        "status": "running",
+        "session_id": "sess-v1",
+        "project_path": str(project.project),
+        "is_background": True,
+        "pid": os.getpid(),  # alive, but nothing proves it is the same process
+        "created_at": now - age_s,
+        "updated_at": now - age_s,
+        "transcript_path": str(transcript),
+    }
+    sidecar = project.agents_dir / "a1v1run00.json"
+    sidecar.write_text(json.dumps(v1))
+    sidecar.chmod(0o600)
+    assert reconcile(project) == ({"a1v1run00": "completed"} if recovered else {})
+    record = get(project, "a1v1run00")
+    assert record.status == ("completed" if recovered else "running")
+    if recovered:
+        assert record.schema_version == 2 and record.result.text == "in config.py"
