@@ -70,12 +70,21 @@ class ProjectState:
         return self.agents_dir / f"{agent_id}.jsonl"
 
 
+_ENSURED: set[Path] = set()
+
+
 def ensure_private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) with mode 0700; tighten an existing one we own."""
+    """Create ``path`` (and parents) with mode 0700; tighten an existing one we own.
+
+    A directory made private once in this process is remembered, so the hundreds of children
+    of a session do not each pay a ``mkdir`` and a ``stat`` for the same folder."""
+    if path in _ENSURED and path.is_dir():
+        return path
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         if path.stat().st_mode & 0o077:
             path.chmod(0o700)
     except OSError:
         pass
+    _ENSURED.add(path)
     return path

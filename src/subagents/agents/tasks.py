@@ -23,6 +23,7 @@ makes the open fail instead of writing through it.
 from __future__ import annotations
 
 import builtins
+import collections
 import logging
 import os
 import time
@@ -135,6 +136,7 @@ class TaskRegistry:
         self._tasks: dict[str, TaskState] = {}
         self._kinds: dict[str, KillFn] = {}
         self._listeners: list[TerminalListener] = []
+        self._ended: collections.deque[tuple[float, str]] = collections.deque()
 
     # -- creation and lookup ---------------------------------------------------------------
 
@@ -222,6 +224,7 @@ class TaskRegistry:
         task.error = error
         task.ended_at = time.time()
         task.evict_after = self._clock() + self.evict_grace_s
+        self._ended.append((task.evict_after, task.id))
         self._announce(task)
         return True
 
@@ -281,13 +284,15 @@ class TaskRegistry:
         Only the in-memory entry goes: a durable record, where a task type keeps one, stays.
         """
         moment = self._clock() if now is None else now
-        expired = [
-            task.id
-            for task in self._tasks.values()
-            if task.terminal and task.evict_after is not None and task.evict_after <= moment
-        ]
-        for task_id in expired:
-            del self._tasks[task_id]
+        expired: builtins.list[str] = []
+        # Terminal tasks queue up in the order they ended, with the same grace each, so the
+        # expired ones are at the front: no scan of every task on each create.
+        while self._ended and self._ended[0][0] <= moment:
+            _, task_id = self._ended.popleft()
+            task = self._tasks.get(task_id)
+            if task is not None and task.terminal:
+                del self._tasks[task_id]
+                expired.append(task_id)
         return expired
 
 

@@ -1,0 +1,193 @@
+"""Scale and cache benchmarks: ``swarm`` (issue 4) and ``forks`` (issue 6), on the scripted model.
+
+* ``swarm`` — one coordinator launches N background children (default 1,000) in one response;
+  each child makes K model calls (default 5) with latency L (default 50 ms) and a trivial tool
+  call per turn. Reported: model calls per CPU-second (the whole process: runtime, scripted
+  model, durable transcripts and sidecars), and the memory one *idle* child costs — RSS sampled
+  while every child is waiting on its model, minus the RSS before the launch, divided by N.
+* ``forks`` — a parent runs P turns (default 50) of tool calls, then forks F children (default 20)
+  in one response. Reported: the fraction of the forks' input tokens that the scripted model's
+  prefix cache served (cache reads / all input tokens of fork requests), which is what a
+  provider's prompt cache would give a byte-identical prefix.
+
+Run: ``python bench/scale.py swarm [--n 1000 --k 5 --latency 50]`` or
+``python bench/scale.py forks [--parent-turns 50 --forks 20]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import WORKER, NoteTool
+from subagents.agents.agent_tool import AgentTool
+from subagents.agents.definitions import load_definitions
+from subagents.config import RuntimeConfig
+from subagents.session import Session, SessionOptions
+from subagents.testing import ScriptedModel
+
+
+def rss_kb() -> int:
+    """Current resident set size (not the peak), from /proc."""
+    with open("/proc/self/statm") as handle:
+        pages = int(handle.read().split()[1])
+    return pages * 4
+
+
+def swarm_script(n: int, k: int, latency_ms: int) -> dict[str, Any]:
+    launches = [
+        {
+            "name": "Agent",
+            "input": {
+                "description": f"swarm {i}",
+                "prompt": f"swarm job {i}",
+                "subagent_type": "worker",
+                "run_in_background": True,
+            },
+        }
+        for i in range(n)
+    ]
+    child_turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "Note", "input": {"text": f"t{j}"}}], "delay_ms": latency_ms}
+        for j in range(k - 1)
+    ]
+    child_turns.append({"text": "done", "delay_ms": latency_ms})
+    ack = [{"text": "ack"} for _ in range(n + 1)]
+    return {
+        "agents": [
+            {"agent_type": "main", "turns": [{"tool_calls": launches}, *ack]},
+            {"agent_type": "worker", "turns": child_turns},
+        ]
+    }
+
+
+def session_for(script: dict[str, Any], workdir: Path, config: RuntimeConfig) -> Session:
+    definitions = load_definitions(
+        cwd=workdir, home=workdir, subagents_home=workdir / "home", cli_agents=json.dumps(WORKER)
+    )
+    return Session(
+        SessionOptions(
+            model=ScriptedModel.from_dict(script, keep_requests=False),
+            cwd=workdir,
+            home=workdir / "home",
+            tools=[AgentTool(), NoteTool()],
+            definitions=definitions,
+            config=config,
+        )
+    )
+
+
+async def run_swarm(n: int, k: int, latency_ms: int, workdir: Path) -> dict[str, Any]:
+    config = RuntimeConfig(max_concurrent_subagents=n + 10, tool_concurrency=n)
+    session = session_for(swarm_script(n, k, latency_ms), workdir, config)
+    base = rss_kb()
+    samples: list[int] = []
+
+    async def sample() -> None:
+        # While the children wait on their first model call, each is idle: sample RSS then.
+        while True:
+            await asyncio.sleep(latency_ms / 4000)
+            running = len(session.background.running_background())
+            if running >= n:
+                samples.append(rss_kb())
+            elif samples:
+                return
+
+    sampler = asyncio.create_task(sample())
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    result = await session.run("swarm")
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    sampler.cancel()
+    calls = sum(run.stats.num_turns for run in result.agents)
+    completed = sum(1 for run in result.agents[1:] if run.status == "completed")
+    idle_kb = (max(samples) - base) / n if samples else float("nan")
+    return {
+        "workload": "swarm",
+        "children": n,
+        "completed": completed,
+        "model_calls": calls,
+        "cpu_s": round(cpu, 3),
+        "wall_s": round(wall, 3),
+        "calls_per_cpu_second": round(calls / cpu),
+        "cpu_us_per_call": round(cpu / calls * 1e6, 1),
+        "rss_kb_per_idle_child": round(idle_kb, 1),
+        "rss_samples": len(samples),
+    }
+
+
+def forks_script(parent_turns: int, forks: int) -> dict[str, Any]:
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "Note", "input": {"text": f"context step {i} " * 20}}]}
+        for i in range(parent_turns)
+    ]
+    turns.append(
+        {
+            "tool_calls": [
+                {
+                    "name": "Agent",
+                    "input": {"description": f"fork {i}", "prompt": f"fork scope {i}"},
+                }
+                for i in range(forks)
+            ]
+        }
+    )
+    turns.append({"text": "merged"})
+    return {
+        "agents": [
+            {"agent_type": "main", "turns": turns},
+            {"agent_type": "fork", "turns": [{"text": "Scope: {{prompt}}\nResult: ok"}]},
+        ]
+    }
+
+
+async def run_forks(parent_turns: int, forks: int, workdir: Path) -> dict[str, Any]:
+    session = session_for(
+        forks_script(parent_turns, forks), workdir, RuntimeConfig(tool_concurrency=forks)
+    )
+    result = await session.run("forks")
+    fork_runs = [run for run in result.agents if run.agent_type == "fork"]
+    read = sum(run.usage.cache_read_input_tokens for run in fork_runs)
+    total = sum(
+        run.usage.input_tokens
+        + run.usage.cache_read_input_tokens
+        + run.usage.cache_creation_input_tokens
+        for run in fork_runs
+    )
+    return {
+        "workload": "forks",
+        "parent_turns": parent_turns,
+        "forks": len(fork_runs),
+        "fork_input_tokens": total,
+        "fork_cache_read_tokens": read,
+        "cached_fraction": round(read / total, 4) if total else 0.0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workload", choices=("swarm", "forks"))
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--latency", type=int, default=50)
+    parser.add_argument("--parent-turns", type=int, default=50)
+    parser.add_argument("--forks", type=int, default=20)
+    args = parser.parse_args(argv)
+    base = Path.home() / ".cache" / "subagents-bench"
+    base.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="scale-", dir=base) as tmp:
+        if args.workload == "swarm":
+            figures = asyncio.run(run_swarm(args.n, args.k, args.latency, Path(tmp)))
+        else:
+            figures = asyncio.run(run_forks(args.parent_turns, args.forks, Path(tmp)))
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
