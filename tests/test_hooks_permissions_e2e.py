@@ -280,3 +280,68 @@ def test_hook_allow_answers_asks_but_never_overrules_a_deny_rule(tmp_path: Path)
     assert (tmp_path / "made.txt").exists(), "the hook's allow answered the ask"
     assert (tmp_path / "keep.txt").exists(), "the deny rule still held"
     assert "denied by rule 'Bash(rm:*)'" in run.json()["result"]
+
+
+def test_background_and_stopped_children_get_their_subagent_stop_once(tmp_path: Path) -> None:
+    write_settings(
+        tmp_path,
+        {
+            "hooks": {
+                "SubagentStart": [hook(logging_hook(tmp_path, "start"))],
+                "SubagentStop": [hook(logging_hook(tmp_path, "stop"))],
+            }
+        },
+    )
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "Agent",
+                                "input": {
+                                    "description": "quick bg",
+                                    "prompt": "quick",
+                                    "subagent_type": "Explore",
+                                    "run_in_background": True,
+                                },
+                            },
+                            {
+                                "name": "Agent",
+                                "input": {
+                                    "description": "slow bg",
+                                    "prompt": "slow",
+                                    "subagent_type": "Plan",
+                                    "run_in_background": True,
+                                },
+                            },
+                        ]
+                    },
+                    {
+                        "capture": {"slow": r"agentId: \w+[\s\S]*?agentId: (\w+)"},
+                        "tool_calls": [
+                            {"name": "TaskStop", "input": {"task_id": "{{capture.slow}}"}}
+                        ],
+                    },
+                    {"text": "stopped one"},
+                    {"text": "ack {{last_user}}"},
+                    {"text": "ack again"},
+                ],
+            },
+            {"agent_type": "Explore", "turns": [{"text": "quick done"}]},
+            {"agent_type": "Plan", "turns": [{"text": "never", "delay_ms": 30000}]},
+        ],
+    )
+    run = run_cli(
+        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
+    )
+    assert run.code == 0, run.stderr
+    statuses = {a["agentType"]: a["status"] for a in run.json()["agents"][1:]}
+    assert statuses == {"Explore": "completed", "Plan": "killed"}
+    starts, stops = read_log(tmp_path, "start"), read_log(tmp_path, "stop")
+    children = {a["agentId"] for a in run.json()["agents"][1:]}
+    assert sorted(s["agent_id"] for s in starts) == sorted(children)
+    assert sorted(s["agent_id"] for s in stops) == sorted(children)

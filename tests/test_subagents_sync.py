@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -343,3 +344,45 @@ def test_interrupt_stops_sync_child_and_kills_its_shell(tmp_path: Path) -> None:
             break
         time.sleep(0.05)
     assert not pid_alive(shell_pid), "the child's background shell process was orphaned"
+
+
+def test_a_child_running_past_two_seconds_reports_progress(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [agent_call("slow one")]},
+                    {"text": "done"},
+                ],
+            },
+            {
+                "agent_type": "Explore",
+                "turns": [
+                    {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}]},
+                    {"text": "finished", "delay_ms": 2600},
+                ],
+            },
+        ],
+    )
+    stream = run_cli(
+        "-p", "go", "--model", f"scripted:{script}", "--output-format", "stream-json", cwd=tmp_path
+    )
+    assert stream.code == 0, stream.stderr
+    events = stream.events()
+    progress = [e for e in events if e["type"] == "progress" and e["subtype"] == "agent_progress"]
+    assert progress, "a progress event after 2 s"
+    first = progress[0]
+    child_id = next(e["agent_id"] for e in events if e.get("agent_type") == "Explore")
+    assert first["agent_id"] == child_id and first["agent_type"] == "Explore"
+    assert first["parent_agent_id"] == events[0]["session_id"]
+    assert first["tool_use_count"] == 1
+    assert first["recent_activities"] == ["Glob: *"]
+    assert first["elapsed_ms"] >= 2000
+
+    text = run_cli("-p", "go", "--model", f"scripted:{script.parent / 'script.json'}", cwd=tmp_path)
+    assert text.code == 0, text.stderr
+    assert re.search(
+        r"\[Explore a\w{8}\] 1 tool uses · \d+ tokens · [\d.]+ s · Glob: \*", text.stderr
+    )
