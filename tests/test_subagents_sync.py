@@ -386,3 +386,39 @@ def test_a_child_running_past_two_seconds_reports_progress(tmp_path: Path) -> No
     assert re.search(
         r"\[Explore a\w{8}\] 1 tool uses · \d+ tokens · [\d.]+ s · Glob: \*", text.stderr
     )
+
+
+def test_read_only_children_get_the_slimmed_context(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "CLAUDE.md").write_text("PROJECT RULE: always say banana\n")
+    (tmp_path / "AGENTS.md").write_text("AGENTS NOTE: kiwi\n")
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            agent_call("look", subagent_type="Explore"),
+                            agent_call("plan", subagent_type="Plan"),
+                            agent_call("work", subagent_type="general-purpose"),
+                        ]
+                    },
+                    {"text": "ok"},
+                ],
+            },
+            {"agent_type": "Explore", "turns": [{"text": "e"}]},
+            {"agent_type": "Plan", "turns": [{"text": "p"}]},
+            {"agent_type": "general-purpose", "turns": [{"text": "g"}]},
+        ],
+    )
+    run = run_cli("-p", "go", "--model", f"scripted:{script}", cwd=tmp_path)
+    assert run.code == 0, run.stderr
+    systems = {r["agent_type"]: r["system"] for r in recorded(tmp_path)}
+    for full in ("main", "general-purpose"):
+        assert "always say banana" in systems[full] and "kiwi" in systems[full]
+        assert "<git_status>" in systems[full]
+    for slim in ("Explore", "Plan"):
+        assert "banana" not in systems[slim] and "kiwi" not in systems[slim]
+        assert "<git_status>" not in systems[slim]
