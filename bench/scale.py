@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import WORKER, NoteTool
+from bench import WORKER, NoteTool, bench_dir
 from subagents.agents.agent_tool import AgentTool
 from subagents.agents.definitions import load_definitions
 from subagents.config import RuntimeConfig
@@ -178,9 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent-turns", type=int, default=50)
     parser.add_argument("--forks", type=int, default=20)
     args = parser.parse_args(argv)
-    base = Path.home() / ".cache" / "subagents-bench"
-    base.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="scale-", dir=base) as tmp:
+    with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
         if args.workload == "swarm":
             figures = asyncio.run(run_swarm(args.n, args.k, args.latency, Path(tmp)))
         else:
