@@ -12,7 +12,7 @@ Older schema versions are read through ``subagents.store.migrations``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
@@ -380,7 +380,51 @@ def apply_changes(
     if status in TERMINAL_STATUSES and not record.is_terminal and "ended_at" not in updates:
         updates["ended_at"] = now
     try:
-        data = replace(record, **updates).to_dict()
+        updated = replace(record, **updates)
+        data = updated.to_dict()
     except (AttributeError, TypeError) as exc:
         raise InvalidRecordError(f"{where}: {sorted(changes)}: {exc}") from exc
-    return SidecarRecord.from_dict(data, source=where)
+    # Only the changed fields need checking (the rest was valid already): re-reading the whole
+    # record on every terminal or activity write cost more than the write itself.
+    reader = Reader(data=data, source=where, where="sidecar")
+    checked = {name: _FIELD_READERS[name](reader) for name in updates if name in _FIELD_READERS}
+    if any(checked[name] != getattr(updated, name) for name in checked):
+        return SidecarRecord.from_dict(data, source=where)  # normalise (e.g. int -> float)
+    if set(updates) - set(_FIELD_READERS):
+        return SidecarRecord.from_dict(data, source=where)
+    return updated
+
+
+def _opt_process(r: Reader) -> ProcessIdentity | None:
+    process = r.opt_obj("process")
+    try:
+        return None if process is None else ProcessIdentity.from_dict(dict(process.data))
+    except ValueError as exc:
+        raise InvalidRecordError(f"{r.source}: sidecar.{exc}") from exc
+
+
+def _opt_worktree(r: Reader) -> WorktreeInfo | None:
+    worktree = r.opt_obj("worktree")
+    return None if worktree is None else WorktreeInfo.read(worktree)
+
+
+_FIELD_READERS: dict[str, Callable[[Reader], Any]] = {
+    "status": lambda r: r.choice("status", get_args(AgentStatus)),
+    "last_active_at": lambda r: r.float_("lastActiveAt"),
+    "ended_at": lambda r: r.opt_float("endedAt"),
+    "process": _opt_process,
+    "result": lambda r: RunResult.read(r.child("result")),
+    "stats": lambda r: RunStats.read(r.child("stats")),
+    "worktree": _opt_worktree,
+    "output_path": lambda r: r.opt_str("outputPath"),
+    "transcript_path": lambda r: r.opt_str("transcriptPath"),
+    "notified": lambda r: r.bool_("notified", False),
+    "stop_requested": lambda r: r.bool_("stopRequested", False),
+    "restart_recovery": lambda r: r.choice(
+        "restartRecovery", (*get_args(RestartRecovery), None), None
+    ),
+    "resumable": lambda r: r.bool_("resumable", False),
+    "is_background": lambda r: r.bool_("isBackground", False),
+    "description": lambda r: r.str_("description", ""),
+}
+"""Readers of the fields an update may change, so an update validates only what it changes."""
