@@ -409,6 +409,8 @@ class Session:
         await self.background.shutdown()
         await self.runtime.shells.shutdown()
         await self.background.drain_writes()
+        if self.background.records is not None:
+            await self.background.records.drain()
         await asyncio.to_thread(self.writer.close)
 
     def _caller(self) -> ModelCaller:

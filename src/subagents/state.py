@@ -12,6 +12,7 @@ Directories are created ``0700`` and files ``0600``: transcripts hold prompts an
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -47,8 +48,10 @@ class ProjectState:
     def for_cwd(cls, cwd: Path, home: Path | None = None) -> ProjectState:
         return cls(home=home or subagents_home(), project=canonical_project(cwd))
 
-    @property
+    @functools.cached_property
     def root(self) -> Path:
+        # Cached: every child's transcript, sidecar and output path starts here, and the slug
+        # costs a hash and a regex.
         return self.home / "projects" / project_slug(self.project)
 
     @property

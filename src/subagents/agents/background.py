@@ -304,7 +304,7 @@ class BackgroundAgentManager:
             if child.background:
                 self._notify_parent(child)
             return
-        written = asyncio.wrap_future(self.records.finished(child.run, child.state))
+        written = self.records.finished(child.run, child.state)
         if child.background:
             self._pending_writes.add(written)
 

@@ -17,6 +17,7 @@ already contain, so nothing is lost and nothing is delivered twice, across resta
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import time
@@ -26,6 +27,7 @@ from typing import Any
 from subagents.agents.runner import AgentJob, AgentRun
 from subagents.agents.runtime import AgentFrame
 from subagents.agents.tasks import TaskState
+from subagents.store.files import BatchOp, BatchOutcome
 from subagents.store.process_identity import ProcessIdentity, current_identity
 from subagents.store.protocol import Store
 from subagents.store.records import (
@@ -54,6 +56,24 @@ class DurableRecords:
     project_path: str
     identity: ProcessIdentity = field(default_factory=current_identity)
     _last_touch: dict[str, float] = field(default_factory=dict)
+    _pending: list[_Op] = field(default_factory=list)
+    _handover: asyncio.Handle | None = None
+
+    def _submit(self, name: str, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+        """Queue one store call. Calls made during one event-loop iteration (fifty children
+        starting at once) cross to the writer thread together, as one hand-off and one group
+        commit; their results come back together too."""
+        loop = asyncio.get_running_loop()
+        op = _Op(name=name, args=args, kwargs=kwargs, future=loop.create_future())
+        self._pending.append(op)
+        if self._handover is None:
+            self._handover = loop.call_soon(self._hand_over, loop)
+        return op.future
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        ops, self._pending, self._handover = self._pending, [], None
+        done = self.writer.submit(_apply, self.store, [op.call for op in ops])
+        done.add_done_callback(lambda f: loop.call_soon_threadsafe(_settle, ops, f))
 
     def started(self, job: AgentJob, state: TaskState) -> None:
         record = build_record(
@@ -63,7 +83,7 @@ class DurableRecords:
             project_path=self.project_path,
             identity=self.identity,
         )
-        self.writer.submit(self.store.create, record)
+        self._submit("create", record)
         # The record was just written with lastActiveAt = now: the throttle starts here, so the
         # child's first turns do not pay for an activity write that says nothing new.
         self._last_touch[record.agent_id] = time.monotonic()
@@ -73,14 +93,14 @@ class DurableRecords:
         if now - self._last_touch.get(agent_id, 0.0) < ACTIVITY_INTERVAL_S:
             return
         self._last_touch[agent_id] = now
-        self.writer.submit(self.store.touch_activity, agent_id)
+        self._submit("touch_activity", agent_id)
 
     def backgrounded(self, agent_id: str, output_path: str | None) -> None:
-        self.writer.submit(self.store.update, agent_id, is_background=True, output_path=output_path)
+        self._submit("update", agent_id, is_background=True, output_path=output_path)
 
     def finished(
         self, run: AgentRun, state: TaskState, *, worktree: dict[str, Any] | None = None
-    ) -> concurrent.futures.Future[SidecarRecord]:
+    ) -> asyncio.Future[Any]:
         """The terminal write; await it before the notification is queued."""
         self._last_touch.pop(run.agent_id, None)
         changes: dict[str, Any] = {
@@ -97,7 +117,56 @@ class DurableRecords:
                 branch=str(run.worktree_outcome.get("branch") or ""),
                 outcome="kept" if kept else "removed",
             )
-        return self.writer.submit(self.store.update, run.agent_id, **changes)
+        return self._submit("update", run.agent_id, **changes)
+
+    async def drain(self) -> None:
+        """Every write queued so far is done (hand the pending ones over first)."""
+        if self._handover is not None:
+            self._handover.cancel()
+            self._hand_over(asyncio.get_running_loop())
+        await self.writer.drain()
+
+
+@dataclass(kw_only=True)
+class _Op:
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    future: asyncio.Future[Any]
+
+    @property
+    def call(self) -> BatchOp:
+        return BatchOp(self.name, self.args, self.kwargs)
+
+
+def _apply(store: Store, calls: list[BatchOp]) -> list[BatchOutcome]:
+    """On the writer thread: one group commit when the store offers it, else call by call."""
+    batch = getattr(store, "apply_batch", None)
+    if batch is not None:
+        outcomes: list[BatchOutcome] = batch(calls)
+        return outcomes
+    results: list[BatchOutcome] = []
+    for call in calls:
+        try:
+            results.append(BatchOutcome(value=getattr(store, call.name)(*call.args, **call.kwargs)))
+        except Exception as exc:
+            results.append(BatchOutcome(error=exc))
+    return results
+
+
+def _settle(ops: list[_Op], done: concurrent.futures.Future[list[BatchOutcome]]) -> None:
+    """Back on the loop: complete every queued call's future with its own outcome."""
+    error = done.exception()
+    outcomes = done.result() if error is None else [BatchOutcome(error=error)] * len(ops)
+    for op, outcome in zip(ops, outcomes, strict=True):
+        if op.future.done():
+            continue
+        if outcome.error is not None:
+            log.error("durable %s failed: %s", op.name, outcome.error)
+            op.future.set_exception(outcome.error)
+            op.future.exception()  # retrieved: a failed write is logged, not a loop warning
+        else:
+            op.future.set_result(outcome.value)
 
 
 def build_record(

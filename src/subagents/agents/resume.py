@@ -172,7 +172,7 @@ async def settle_writes(runtime: AgentRuntime) -> None:
     """Wait for sidecar writes in flight, so a child that just ended reads as terminal."""
     records = getattr(runtime.background, "records", None)
     if records is not None:
-        await records.writer.drain()
+        await records.drain()
 
 
 def load_source(runtime: AgentRuntime, source_id: str, subagent_type: str | None) -> ResumeSource:

@@ -20,6 +20,10 @@ from subagents.state import ensure_private_dir
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+"""Compact JSON, one call per message (the C encoder; no per-call option handling)."""
+
+
 class TranscriptWriter:
     """Appends records to one JSONL file (``0600``; a planted symlink makes the open fail)."""
 
@@ -33,17 +37,17 @@ class TranscriptWriter:
         self._turns = 0
 
     def append(self, message: Message) -> None:
-        self._pending.append(json.dumps({"type": "message", "message": message}))
+        self._pending.append(f'{{"type":"message","message":{_encode(message)}}}')
 
     def record(self, entry: dict[str, Any]) -> None:
-        self._pending.append(json.dumps(entry))
+        self._pending.append(_encode(entry))
 
     def flush(self) -> None:
         """Write everything buffered with one system call, ending with a turn marker."""
         if not self._pending:
             return
         self._turns += 1
-        self._pending.append(json.dumps({"type": "turn_completed", "turn": self._turns}))
+        self._pending.append(f'{{"type":"turn_completed","turn":{self._turns}}}')
         data = ("\n".join(self._pending) + "\n").encode()
         self._pending.clear()
         view = memoryview(data)
