@@ -246,10 +246,12 @@ def measure(workload: str, latency_ms: int, n: int, k: int) -> Figures:
     else:
         script, ideal = chain_script(n, latency_ms), (3 * n + 1) * latency_ms / 1000
     base = bench_dir()
+    # Warm-up (imports, first-call costs) and measured run each in a project of their own, so
+    # the measured session starts like a first run (no earlier records to reconcile).
+    with tempfile.TemporaryDirectory(prefix="warm-", dir=base) as warm:
+        asyncio.run(run_once(script, Path(warm), config))
     with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
-        workdir = Path(tmp)
-        asyncio.run(run_once(script, workdir, config))  # warm-up: imports, first-call costs
-        calls, cpu, wall = asyncio.run(run_once(script, workdir, config))
+        calls, cpu, wall = asyncio.run(run_once(script, Path(tmp), config))
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     baseline = baseline_cpu(workload, latency_ms, n, k, width)
     return Figures(workload, latency_ms, calls, cpu, wall, ideal, rss_mb, baseline)
