@@ -181,6 +181,11 @@ class Figures:
         )
 
 
+DURABILITY = {"full": (True, True), "transcripts": (True, False), "off": (False, False)}
+"""--durability: (transcripts, sidecars). ``full`` is the default configuration."""
+durability = "full"
+
+
 async def run_once(
     script: dict[str, Any], workdir: Path, config: RuntimeConfig
 ) -> tuple[int, float, float]:
@@ -198,6 +203,8 @@ async def run_once(
             tools=[AgentTool(), NoteTool()],
             definitions=definitions,
             config=config,
+            transcripts=DURABILITY[durability][0],
+            sidecars=DURABILITY[durability][1],
         )
     )
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -266,7 +273,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=50)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--json", action="store_true", help="print figures as JSON lines")
+    parser.add_argument(
+        "--durability",
+        choices=tuple(DURABILITY),
+        default="full",
+        help="full (default: transcripts and sidecars), transcripts only, or off",
+    )
     args = parser.parse_args(argv)
+    global durability
+    durability = args.durability
     workloads = ["fanout", "fanout-wide", "chain"] if args.workload == "all" else [args.workload]
     for workload in workloads:
         for latency in args.latency or [0, 20]:

@@ -87,6 +87,8 @@ class SessionOptions:
     additional_dirs: Sequence[Path] = ()
     config: RuntimeConfig | None = None
     transcripts: bool = True
+    sidecars: bool = True
+    """Durable sidecar records of children (needed for recovery, resume, ``tasks``)."""
     retry: RetryPolicy | None = None
     agents_json: str | None = None
     """Extra definitions (the CLI's ``--agents``), strictly validated."""
@@ -174,11 +176,15 @@ class Session:
         self.runtime.background = self.background
         self.writer = DurableWriter()
         self.store: Store = options.store or FileStore(self.state)
-        self.background.records = DurableRecords(
-            store=self.store,
-            writer=self.writer,
-            session_id=self.session_id,
-            project_path=str(self.cwd),
+        self.background.records = (
+            DurableRecords(
+                store=self.store,
+                writer=self.writer,
+                session_id=self.session_id,
+                project_path=str(self.cwd),
+            )
+            if options.sidecars
+            else None
         )
         self.runtime.shells = BackgroundShellManager(
             self.registry, self.state.tasks_dir, self.background.notify
