@@ -51,3 +51,24 @@ def run_cli(
 def recorded(folder: Path) -> list[dict[str, Any]]:
     path = folder / "requests.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def pid_alive(pid: int) -> bool:
+    """False once ``pid`` is gone or a zombie (dead, waiting to be reaped)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return False
+    return fields[0] not in ("Z", "X")
+
+
+def wait_until_dead(pid: int, timeout_s: float = 2.5) -> bool:
+    """Poll until ``pid`` is dead (reaping may lag a kill); True when it is."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import recorded, run_cli, write_script
+from cli_helpers import pid_alive, recorded, run_cli, write_script
 from subagents.events import Event, NotificationEvent
 from subagents.session import Session, SessionOptions
 from subagents.testing import ScriptedModel
@@ -25,15 +25,6 @@ def bg_call(prompt: str, subagent_type: str = "Explore", **extra: Any) -> dict[s
             **extra,
         },
     }
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 def test_async_launch_returns_first_and_the_late_notification_is_delivered(tmp_path: Path) -> None:

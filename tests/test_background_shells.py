@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from cli_helpers import pid_alive
 from subagents import ids
 from subagents.abort import AbortSignal
 from subagents.agents.shells import BackgroundShellManager
@@ -69,15 +70,6 @@ async def eventually(check: Callable[[], bool], within_s: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.02)
-
-
-def pid_alive(pid: int) -> bool:
-    """False once ``pid`` is gone or a zombie (dead, waiting to be reaped)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return False
-    return fields[0] not in ("Z", "X")
 
 
 async def start(

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import recorded, run_cli, write_script
+from cli_helpers import pid_alive, recorded, run_cli, write_script
 
 
 def agent_call(prompt: str, subagent_type: str = "Explore", **extra: Any) -> dict[str, Any]:
@@ -267,15 +267,6 @@ def test_concurrency_limit_refuses_with_documented_text(tmp_path: Path) -> None:
     text = run.json()["result"]
     assert text.count("child ok") == 2
     assert "limit reached" in text and "do not retry" in text.lower()
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 def test_interrupt_stops_sync_child_and_kills_its_shell(tmp_path: Path) -> None:

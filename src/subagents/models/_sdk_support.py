@@ -31,13 +31,13 @@ import email.utils
 import importlib
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from subagents.abort import AbortSignal
-from subagents.models.base import ErrorKind, ModelError
+from subagents.models.base import ErrorKind, MessageDone, ModelError, StreamEvent, TextDelta
 
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
@@ -208,3 +208,42 @@ def parse_tool_arguments(raw: str) -> dict[str, Any]:
     except ValueError:
         return {INVALID_JSON_KEY: raw}
     return value if isinstance(value, dict) else {INVALID_JSON_KEY: raw}
+
+
+class Assembler(Protocol):
+    """Builds one assistant message from an SDK's stream events (one per provider)."""
+
+    def feed(self, event: Any, /) -> str | None: ...
+
+    def done(self, model: str, label: str) -> MessageDone: ...
+
+
+async def relay(
+    open_stream: Callable[[], Awaitable[Any]],
+    assembler: Assembler,
+    *,
+    model: str,
+    label: str,
+    sdk: ModuleType,
+    abort: AbortSignal | None,
+) -> AsyncIterator[StreamEvent]:
+    """Stream one SDK call as our events: text deltas as they come, then the whole message.
+
+    The stream is closed whatever happens; an SDK error becomes a ``ModelError`` (so the retry
+    policy can classify it); an abort closes the connection (``abort_scope``)."""
+    with abort_scope(abort):
+        try:
+            stream = await open_stream()
+            try:
+                async for event in stream:
+                    text = assembler.feed(event)
+                    if text:
+                        yield TextDelta(text=text)
+            finally:
+                await stream.close()
+        except Exception as exc:
+            error = to_model_error(exc, sdk=sdk, label=label)
+            if error is None:
+                raise
+            raise error from exc
+    yield assembler.done(model, label)

@@ -25,12 +25,11 @@ from typing import Any, cast
 from subagents.messages import ContentBlock, Message, Usage
 from subagents.models._sdk_support import (
     EPHEMERAL,
-    abort_scope,
     load_sdk,
     parse_tool_arguments,
-    to_model_error,
+    relay,
 )
-from subagents.models.base import MessageDone, ModelError, ModelRequest, StreamEvent, TextDelta
+from subagents.models.base import MessageDone, ModelError, ModelRequest, StreamEvent
 
 
 class AnthropicModel:
@@ -62,24 +61,15 @@ class AnthropicModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         params = build_params(request, self.name)
-        assembler = StreamAssembler()
-        label = f"anthropic model {self.name!r}"
-        with abort_scope(request.abort):
-            try:
-                stream = await self.client.messages.create(**params)
-                try:
-                    async for event in stream:
-                        text = assembler.feed(event)
-                        if text:
-                            yield TextDelta(text=text)
-                finally:
-                    await stream.close()
-            except Exception as exc:
-                error = to_model_error(exc, sdk=self._sdk, label=label)
-                if error is None:
-                    raise
-                raise error from exc
-        yield assembler.done(self.name, label)
+        async for event in relay(
+            lambda: self.client.messages.create(**params),
+            StreamAssembler(),
+            model=self.name,
+            label=f"anthropic model {self.name!r}",
+            sdk=self._sdk,
+            abort=request.abort,
+        ):
+            yield event
 
 
 def build_params(request: ModelRequest, model: str) -> dict[str, Any]:

@@ -32,12 +32,11 @@ from typing import Any
 
 from subagents.messages import ContentBlock, Message, Usage, blocks_of, tool_result_text
 from subagents.models._sdk_support import (
-    abort_scope,
     load_sdk,
     parse_tool_arguments,
-    to_model_error,
+    relay,
 )
-from subagents.models.base import MessageDone, ModelError, ModelRequest, StreamEvent, TextDelta
+from subagents.models.base import MessageDone, ModelError, ModelRequest, StreamEvent
 
 KEYLESS_PLACEHOLDER = "not-needed"
 """API key sent when none is configured: local servers ignore it, the SDK insists on one."""
@@ -89,24 +88,15 @@ class OpenAIModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         params = self.build_params(request)
-        assembler = ChunkAssembler()
-        label = f"openai model {self.name!r}"
-        with abort_scope(request.abort):
-            try:
-                stream = await self.client.chat.completions.create(**params)
-                try:
-                    async for chunk in stream:
-                        text = assembler.feed(chunk)
-                        if text:
-                            yield TextDelta(text=text)
-                finally:
-                    await stream.close()
-            except Exception as exc:
-                error = to_model_error(exc, sdk=self._sdk, label=label)
-                if error is None:
-                    raise
-                raise error from exc
-        yield assembler.done(self.name, label)
+        async for event in relay(
+            lambda: self.client.chat.completions.create(**params),
+            ChunkAssembler(),
+            model=self.name,
+            label=f"openai model {self.name!r}",
+            sdk=self._sdk,
+            abort=request.abort,
+        ):
+            yield event
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
