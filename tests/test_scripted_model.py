@@ -748,3 +748,15 @@ def test_testing_package_public_names() -> None:
     assert {"ScriptedModel", "ScriptTurn", "ScriptError"} <= set(testing.__all__)
     assert issubclass(testing.ScriptError, ValueError)
     assert isinstance(ScriptedModel.from_dict({"agents": []}), Model)
+
+
+def test_alias_table_is_configurable_from_the_environment(monkeypatch: Any) -> None:
+    from subagents.models.resolve import configured_aliases
+
+    monkeypatch.setenv("SUBAGENTS_MODEL_ALIASES", '{"sonnet": {"openai": "big-local"}}')
+    table = configured_aliases()
+    assert table["sonnet"]["openai"] == "big-local"
+    assert "anthropic" in table["sonnet"]
+    monkeypatch.setenv("SUBAGENTS_MODEL_ALIASES", "{nope")
+    with pytest.raises(ValueError, match="SUBAGENTS_MODEL_ALIASES"):
+        configured_aliases()

@@ -51,7 +51,6 @@ class RuntimeConfig:
     fork_enabled: bool = True
     background_disabled: bool = False
     progress_after_ms: int = 2_000
-    agent_result_cap: int = 100_000
     tool_concurrency: int = 10
     force_async: bool = False
     """Run every child in the background (coordinator mode)."""

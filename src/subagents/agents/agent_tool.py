@@ -2,13 +2,12 @@
 
 The tool itself is read-only and concurrency-safe — a child's own tools carry the real permissions
 — so one model response can launch many children at once. ``call`` validates the input against the
-rules of SPEC §3, resolves the definition, applies the limits (depth, concurrent children) and
-routes to a path: sync (here), background, fork or resume (their own modules, as they land).
-
-The sync path runs the child in a task of its own, linked to the parent's abort signal, reports
-progress while it runs longer than ``progress_after_ms``, and returns the ``completed`` result:
-the child's final text plus its stats. Whatever happens, the child's run record ends terminal and
-every process it started is dead before the call returns.
+rules of SPEC §3, resolves the definition, applies the limits (depth, concurrent children),
+prepares the child (``child.py``, ``fork.py`` or ``resume.py``), places it (a given ``cwd`` or
+its own worktree) and hands it to the ``BackgroundAgentManager`` (``background.py``): in the
+foreground — the parent waits, with progress, and gets the ``completed`` result — or in the
+background, where the parent gets ``async_launched`` at once and a notification later.
+Whatever happens, the child's run record ends terminal and every process it started is dead.
 """
 
 from __future__ import annotations

@@ -359,11 +359,10 @@ class BackgroundAgentManager:
         )
         text = render_notification(notice, max_result=self.runtime.config.task_max_output)
         owner = run.ref.parent_agent_id or ""
-        parent_ref = run.ref
         self.notify(owner, InboxItem(id=notification_id(run.agent_id), text=text))
         self.runtime.emit(
             NotificationEvent(
-                agent=parent_ref,
+                agent=run.ref,  # the child the notification is about
                 task_id=run.agent_id,
                 status=state.status,
                 summary=f'Agent "{run.description}" {state.status}',

@@ -12,6 +12,7 @@ scripted provider every alias is the same script, so the same instance.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -113,6 +114,29 @@ def resolve_model(spec: str, *, keep_requests: bool = False) -> Model:
     return factory(rest, keep_requests)
 
 
+def configured_aliases() -> Mapping[str, Mapping[str, str]]:
+    """``MODEL_ALIASES`` with ``SUBAGENTS_MODEL_ALIASES`` (JSON, same shape) laid over it, e.g.
+    ``{"sonnet": {"anthropic": "claude-sonnet-…", "openai": "my-big-model"}}``."""
+    raw = os.environ.get("SUBAGENTS_MODEL_ALIASES")
+    if not raw:
+        return MODEL_ALIASES
+    try:
+        extra = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"SUBAGENTS_MODEL_ALIASES is not valid JSON: {exc}") from None
+    if not isinstance(extra, dict) or not all(
+        isinstance(v, dict) and all(isinstance(i, str) for i in v.values()) for v in extra.values()
+    ):
+        raise ValueError(
+            "SUBAGENTS_MODEL_ALIASES must map alias -> {provider: model id}, e.g. "
+            '{"sonnet": {"anthropic": "claude-sonnet-5-5"}}'
+        )
+    merged = {alias: dict(ids) for alias, ids in MODEL_ALIASES.items()}
+    for alias, ids in extra.items():
+        merged.setdefault(alias.lower(), {}).update(ids)
+    return merged
+
+
 def resolve_alias(
     provider_model: Model,
     alias: str | None,
@@ -129,7 +153,7 @@ def resolve_alias(
         return provider_model
     if isinstance(provider_model, ScriptedModel) or not isinstance(provider_model, ModelFamily):
         return provider_model
-    table = MODEL_ALIASES if aliases is None else aliases
+    table = configured_aliases() if aliases is None else aliases
     key = alias.strip().lower()
     if key in table:
         model_id = table[key].get(provider_model.provider)

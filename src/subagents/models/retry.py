@@ -1,10 +1,10 @@
 """Retries with exponential backoff and jitter, and the switch to a fallback model.
 
 Overloaded, rate-limited, 5xx-class and dropped-connection errors are retried a bounded number of
-times; the delay doubles each attempt (with full jitter, capped), and a server's ``retry-after``
-wins when it is longer. A ``fallback``-class error switches to the configured fallback model for
-the rest of the run. Each retry and each switch is reported through ``on_notice`` so the event
-stream shows it.
+times; the delay doubles each attempt ("equal jitter": half fixed, half random; capped), and a
+server's ``retry-after`` wins when it is longer. A ``fallback``-class error switches to the
+configured fallback model for the rest of the run. Each retry and each switch is reported through
+``on_notice`` so the event stream shows it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ class RetryPolicy:
         )
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
-        """Delay before retry number ``attempt`` (1-based): full jitter over an exponential cap."""
+        """Delay before retry number ``attempt`` (1-based): half of an exponential cap plus a random
+        share of the other half (equal jitter), so retries spread out but never come too soon."""
         cap = min(self.max_delay_s, self.base_delay_s * (2 ** (attempt - 1)))
         delay: float = cap / 2 + random.uniform(0, cap / 2)
         if retry_after is not None:
