@@ -27,7 +27,7 @@ from typing import Any
 from subagents.agents.runner import AgentJob, AgentRun
 from subagents.agents.runtime import AgentFrame
 from subagents.agents.tasks import TaskState
-from subagents.store.files import BatchOp, BatchOutcome
+from subagents.store.files import BatchOp, BatchOutcome, encode_record
 from subagents.store.process_identity import ProcessIdentity, current_identity
 from subagents.store.protocol import Store
 from subagents.store.records import (
@@ -37,6 +37,7 @@ from subagents.store.records import (
     RunStats,
     SidecarRecord,
     TokenUsage,
+    apply_changes,
 )
 from subagents.store.records import WorktreeInfo as StoreWorktree
 from subagents.store.writer import DurableWriter
@@ -58,6 +59,27 @@ class DurableRecords:
     _last_touch: dict[str, float] = field(default_factory=dict)
     _pending: list[_Op] = field(default_factory=list)
     _handover: asyncio.Handle | None = None
+    _latest: dict[str, SidecarRecord] = field(default_factory=dict)
+    """The latest record of each running child this session owns (see ``_change``)."""
+
+    @property
+    def _whole_records(self) -> bool:
+        """The store takes whole records (``put``): changes are applied and encoded here, on
+        the loop, and the writer thread only does the file work (FileStore). Python work on
+        the writer thread competes with the event loop for the interpreter; file work does
+        not."""
+        return "put" in getattr(self.store, "batchable_ops", ())
+
+    def _change(self, agent_id: str, **changes: Any) -> asyncio.Future[Any]:
+        current = self._latest.get(agent_id)
+        if current is None or not self._whole_records:
+            return self._submit("update", agent_id, **changes)
+        updated = apply_changes(current, changes, now=time.time())
+        if updated.is_terminal:
+            del self._latest[agent_id]
+        else:
+            self._latest[agent_id] = updated
+        return self._submit("put", updated, encode_record(updated))
 
     def _submit(self, name: str, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
         """Queue one store call. Calls made during one event-loop iteration (fifty children
@@ -83,7 +105,11 @@ class DurableRecords:
             project_path=self.project_path,
             identity=self.identity,
         )
-        self._submit("create", record)
+        if self._whole_records:
+            self._latest[record.agent_id] = record
+            self._submit("put", record, encode_record(record), create=True)
+        else:
+            self._submit("create", record)
         # The record was just written with lastActiveAt = now: the throttle starts here, so the
         # child's first turns do not pay for an activity write that says nothing new.
         self._last_touch[record.agent_id] = time.monotonic()
@@ -93,10 +119,13 @@ class DurableRecords:
         if now - self._last_touch.get(agent_id, 0.0) < ACTIVITY_INTERVAL_S:
             return
         self._last_touch[agent_id] = now
-        self._submit("touch_activity", agent_id)
+        if agent_id in self._latest and self._whole_records:
+            self._change(agent_id, last_active_at=time.time())
+        else:
+            self._submit("touch_activity", agent_id)
 
     def backgrounded(self, agent_id: str, output_path: str | None) -> None:
-        self._submit("update", agent_id, is_background=True, output_path=output_path)
+        self._change(agent_id, is_background=True, output_path=output_path)
 
     def finished(
         self, run: AgentRun, state: TaskState, *, worktree: dict[str, Any] | None = None
@@ -117,7 +146,7 @@ class DurableRecords:
                 branch=str(run.worktree_outcome.get("branch") or ""),
                 outcome="kept" if kept else "removed",
             )
-        return self._submit("update", run.agent_id, **changes)
+        return self._change(run.agent_id, **changes)
 
     async def drain(self) -> None:
         """Every write queued so far is done (hand the pending ones over first)."""
