@@ -466,3 +466,36 @@ def test_put_keeps_a_stop_request_written_by_another_process(tmp_path: Path) -> 
     back = replace(done, status="running")
     [refused] = store.apply_batch([BatchOp("put", (back, encode_record(back)))])
     assert isinstance(refused.error, TerminalStatusError)
+
+
+def test_running_index_lists_only_running_records(tmp_path: Path) -> None:
+    from subagents.state import ProjectState
+    from subagents.store import FileStore, Lineage, SidecarRecord
+
+    store = FileStore(ProjectState(home=tmp_path, project=tmp_path))
+
+    def record(agent_id: str) -> SidecarRecord:
+        return SidecarRecord(
+            agent_id=agent_id,
+            agent_type="x",
+            session_id="s",
+            project_path=str(tmp_path),
+            lineage=Lineage(root_agent_id=agent_id),
+            created_at=1.0,
+            last_active_at=1.0,
+        )
+
+    for agent_id in ("a00000001", "a00000002", "a00000003"):
+        store.create(record(agent_id))
+    store.update("a00000002", status="completed")
+    fresh = FileStore(ProjectState(home=tmp_path, project=tmp_path))
+    assert [r.agent_id for r in fresh.list_running(tmp_path)] == ["a00000001", "a00000003"]
+    markers = ProjectState(home=tmp_path, project=tmp_path).agents_dir / ".running"
+    assert sorted(p.name for p in markers.iterdir()) == ["a00000001", "a00000003"]
+    fresh.update("a00000003", status="killed")
+    assert [r.agent_id for r in fresh.list_running(tmp_path)] == ["a00000001"]
+    # A project written before the index existed is scanned whole.
+    for marker in markers.iterdir():
+        marker.unlink()
+    markers.rmdir()
+    assert [r.agent_id for r in fresh.list_running(tmp_path)] == ["a00000001"]

@@ -126,7 +126,7 @@ async def reconcile_orphans(
     another live process holds is left to that process. ``hooks`` is the session's
     ``HookEngine`` (SubagentStop fires once per recovered child), or None.
     """
-    records = await asyncio.to_thread(store.list_agents, state.project)
+    records = await asyncio.to_thread(_candidates, store, state)
     results: list[RecoveryResult] = []
     for record in records:
         if not is_orphan(record):
@@ -139,6 +139,16 @@ async def reconcile_orphans(
         if result is not None:
             results.append(result)
     return results
+
+
+def _candidates(store: Store, state: ProjectState) -> list[SidecarRecord]:
+    """Records that may be orphans: the running ones (a FileStore keeps an index of them, so a
+    project's thousands of finished runs are not read at every start)."""
+    running = getattr(store, "list_running", None)
+    if running is not None:
+        records: list[SidecarRecord] = running(state.project)
+        return records
+    return [r for r in store.list_agents(state.project) if r.status == "running"]
 
 
 async def _reconcile_one(store: Store, record: SidecarRecord, hooks: Any) -> RecoveryResult | None:

@@ -20,6 +20,7 @@ a batch of one, so both paths share one implementation.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -61,6 +62,8 @@ from subagents.store.records import IMMUTABLE_FIELDS, SidecarRecord, apply_chang
 logger = logging.getLogger(__name__)
 
 SIDECAR_SUFFIX = ".json"
+RUNNING_DIR = ".running"
+_MARK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 LOCK_NAME = ".store.lock"
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
@@ -128,6 +131,7 @@ class FileStore:
         self.cache = RecordCache(cache_size)
         self._activity = ActivityThrottle(clock=clock, interval=activity_interval)
         self._paths: dict[str, Path] = {}
+        self._marked: set[str] = set()
         self._folders: dict[str, Path] = {}  # project path -> its agents folder, made private
         self._writing = threading.RLock()  # writers of this process, one at a time
         self._mutex = threading.Lock()  # the cache; held briefly, so readers never wait on I/O
@@ -358,6 +362,52 @@ class FileStore:
                 self.cache.put(entry.record, _signature(write.info))
             self._paths[entry.record.agent_id] = entry.path
             self._note_written(entry.record)
+            self._mark(entry.path.parent, entry.record)
+
+    def _mark(self, folder: Path, record: SidecarRecord) -> None:
+        """Keep ``.running/<id>`` in step with the record, so start-up recovery finds the runs
+        that may be orphans without reading every sidecar the project ever wrote."""
+        agent_id = record.agent_id
+        marker = folder / RUNNING_DIR / agent_id
+        try:
+            if not record.is_terminal:
+                if agent_id not in self._marked:
+                    ensure_private_tree(self.state.home, marker.parent)
+                    os.close(os.open(marker, _MARK_FLAGS, FILE_MODE))
+                    self._marked.add(agent_id)
+            elif agent_id in self._marked or os.path.lexists(marker):
+                self._marked.discard(agent_id)
+                os.unlink(marker)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # the record is written; a marker is only an index
+            logger.warning("running marker of %s: %s", agent_id, exc)
+
+    def list_running(self, project_path: str | Path) -> list[SidecarRecord]:
+        """Records of this project that are still ``running`` (orphan candidates).
+
+        Reads only the records named in ``.running/``; a project without that folder (written
+        before it existed) is scanned whole. Stale markers (terminal or missing records) are
+        dropped on the way."""
+        project = str(project_path)
+        folder = ProjectState(home=self.state.home, project=Path(project)).agents_dir
+        markers = folder / RUNNING_DIR
+        if not markers.is_dir():
+            return [r for r in self.list_agents(project) if r.status == "running"]
+        found: list[SidecarRecord] = []
+        for name in sorted(os.listdir(markers)):
+            try:
+                record = self._load(folder / f"{check_agent_id(name)}{SIDECAR_SUFFIX}")
+            except StoreError as exc:
+                logger.warning("skipping sidecar: %s", exc)
+                continue
+            if record is None or record.is_terminal:
+                with contextlib.suppress(OSError):
+                    os.unlink(markers / name)
+                continue
+            if record.project_path == project:
+                found.append(record)
+        return sorted(found, key=lambda r: r.created_at)
 
     @staticmethod
     def _fail(entry: _Staged, error: BaseException, outcomes: list[BatchOutcome]) -> None:
