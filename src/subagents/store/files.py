@@ -132,6 +132,7 @@ class FileStore:
         self._activity = ActivityThrottle(clock=clock, interval=activity_interval)
         self._paths: dict[str, Path] = {}
         self._marked: set[str] = set()
+        self._marker_dirs: set[Path] = set()
         self._folders: dict[str, Path] = {}  # project path -> its agents folder, made private
         self._writing = threading.RLock()  # writers of this process, one at a time
         self._mutex = threading.Lock()  # the cache; held briefly, so readers never wait on I/O
@@ -372,7 +373,9 @@ class FileStore:
         try:
             if not record.is_terminal:
                 if agent_id not in self._marked:
-                    ensure_private_tree(self.state.home, marker.parent)
+                    if marker.parent not in self._marker_dirs:
+                        ensure_private_tree(self.state.home, marker.parent)
+                        self._marker_dirs.add(marker.parent)
                     os.close(os.open(marker, _MARK_FLAGS, FILE_MODE))
                     self._marked.add(agent_id)
             elif agent_id in self._marked or os.path.lexists(marker):
