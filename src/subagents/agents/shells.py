@@ -48,6 +48,7 @@ from subagents.agents.tasks import (
 from subagents.loop.inbox import InboxItem
 from subagents.processes import ProcessTracker, kill_group
 from subagents.tools.base import ToolContext, ToolError, ToolOutput
+from subagents.tools.bash import spawn_shell
 from subagents.tools.bash_parse import looks_interactive
 
 __all__ = [
@@ -175,21 +176,10 @@ class BackgroundShellManager:
             raise ToolError(str(exc)) from exc
         task.output_path = path
         try:
-            return await asyncio.create_subprocess_exec(
-                "/bin/bash",
-                "-c",
-                command,
-                cwd=ctx.cwd,
-                env={**os.environ, **ctx.env},
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=fd,
-                stderr=fd,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            message = f"Cannot start /bin/bash in working directory {ctx.cwd}: {exc}"
-            self._fail_to_start(task, message)
-            raise ToolError(message) from exc
+            return await spawn_shell(command, ctx, fd)
+        except ToolError as exc:
+            self._fail_to_start(task, str(exc))
+            raise
         except BaseException:
             self._fail_to_start(task, "cancelled while starting")
             raise

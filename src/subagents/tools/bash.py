@@ -165,7 +165,7 @@ async def run_command(
     """Run ``command`` to its end (or its timeout); its process group never outlives the call."""
     read_fd, write_fd = os.pipe()
     try:
-        proc = await _spawn(command, ctx, write_fd)
+        proc = await spawn_shell(command, ctx, write_fd)
     except BaseException:
         os.close(read_fd)
         raise
@@ -210,7 +210,9 @@ async def _open_reader(read_fd: int) -> tuple[asyncio.StreamReader, asyncio.Base
     return reader, transport
 
 
-async def _spawn(command: str, ctx: ToolContext, out_fd: int) -> asyncio.subprocess.Process:
+async def spawn_shell(command: str, ctx: ToolContext, out_fd: int) -> asyncio.subprocess.Process:
+    """``/bin/bash -c command`` in the agent's folder and env, stdin closed, stdout and stderr
+    to ``out_fd``, leading its own process group (so one ``killpg`` reaches all it starts)."""
     try:
         return await asyncio.create_subprocess_exec(
             "/bin/bash",
