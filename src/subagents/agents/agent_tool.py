@@ -88,6 +88,7 @@ class AgentTool(Tool[AgentInput]):
     def __init__(self, *, background_available: bool = True, teammate: bool = False) -> None:
         self.background_available = background_available
         self.teammate = teammate
+        self._schema: ToolSchema | None = None
 
     def is_read_only(self, args: AgentInput) -> bool:
         return True
@@ -96,7 +97,13 @@ class AgentTool(Tool[AgentInput]):
         return True
 
     def schema(self) -> ToolSchema:
-        """The input schema minus fields this environment does not offer."""
+        """The input schema minus fields this environment does not offer (built once: the
+        same object each time, so the request bytes of a fork stay identical)."""
+        if self._schema is None:
+            self._schema = self._build_schema()
+        return self._schema
+
+    def _build_schema(self) -> ToolSchema:
         schema = input_json_schema(AgentInput)
         hidden = set()
         if not self.background_available:

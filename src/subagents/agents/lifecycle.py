@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from subagents.abort import LinkedAbortSignal
 from subagents.agents.runner import AgentJob, run_agent
 from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.loop.query import LoopOutcome, LoopStats
@@ -33,6 +34,9 @@ async def run_child(runtime: AgentRuntime, job: AgentJob) -> LoopOutcome:
     try:
         return await run_agent(job)
     finally:
+        abort = job.ctx.abort
+        if isinstance(abort, LinkedAbortSignal):
+            abort.unlink()  # the parent's signal forgets a child that has ended
         if job.worktree is not None:
             await _settle_worktree(job)
         if hooks is not None:
