@@ -72,3 +72,16 @@ def wait_until_dead(pid: int, timeout_s: float = 2.5) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def run_script(
+    script: Path,
+    cwd: Path,
+    *extra: str,
+    output_format: str = "json",
+    env: dict[str, str] | None = None,
+    prompt: str = "go",
+) -> CliRun:
+    """``subagents -p PROMPT --model scripted:SCRIPT --output-format FORMAT [extra…]``."""
+    args = ["-p", prompt, "--model", f"scripted:{script}", "--output-format", output_format]
+    return run_cli(*args, *extra, cwd=cwd, env=env)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import pid_alive, recorded, run_cli, write_script
+from cli_helpers import pid_alive, recorded, run_script, write_script
 from subagents.events import Event, NotificationEvent
 from subagents.session import Session, SessionOptions
 from subagents.testing import ScriptedModel
@@ -48,9 +48,7 @@ def test_async_launch_returns_first_and_the_late_notification_is_delivered(tmp_p
             },
         ],
     )
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "stream-json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path, output_format="stream-json")
     assert run.code == 0, run.stderr
     events = run.events()
     result = events[-1]
@@ -83,9 +81,7 @@ def test_long_report_is_capped_in_the_notification_and_saved_whole(tmp_path: Pat
             {"agent_type": "Explore", "turns": [{"text": big}]},
         ],
     )
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path)
     assert run.code == 0, run.stderr
     text = run.json()["result"]
     inlined = re.search(r"\n(X+)\n\[\.\.\. truncated: (\d+) more characters", text)
@@ -138,17 +134,7 @@ def test_task_stop_kills_the_child_and_its_shell(tmp_path: Path) -> None:
             },
         ],
     )
-    run = run_cli(
-        "-p",
-        "go",
-        "--model",
-        f"scripted:{script}",
-        "--output-format",
-        "json",
-        "--permission-mode",
-        "bypassPermissions",
-        cwd=tmp_path,
-    )
+    run = run_script(script, tmp_path, "--permission-mode", "bypassPermissions")
     assert run.code == 0, run.stderr
     result = run.json()
     assert "stopped" in result["result"]
@@ -188,15 +174,8 @@ def test_auto_background_after_a_short_timeout(tmp_path: Path) -> None:
             {"agent_type": "Explore", "turns": [{"text": "slow child done", "delay_ms": 800}]},
         ],
     )
-    run = run_cli(
-        "-p",
-        "go",
-        "--model",
-        f"scripted:{script}",
-        "--output-format",
-        "stream-json",
-        cwd=tmp_path,
-        env={"SUBAGENTS_AUTO_BACKGROUND_MS": "200"},
+    run = run_script(
+        script, tmp_path, output_format="stream-json", env={"SUBAGENTS_AUTO_BACKGROUND_MS": "200"}
     )
     assert run.code == 0, run.stderr
     events = run.events()
@@ -235,16 +214,7 @@ def test_stalled_background_child_fails_with_partial_result(tmp_path: Path) -> N
             },
         ],
     )
-    run = run_cli(
-        "-p",
-        "go",
-        "--model",
-        f"scripted:{script}",
-        "--output-format",
-        "json",
-        cwd=tmp_path,
-        env={"SUBAGENTS_ASYNC_AGENT_STALL_TIMEOUT_MS": "300"},
-    )
+    run = run_script(script, tmp_path, env={"SUBAGENTS_ASYNC_AGENT_STALL_TIMEOUT_MS": "300"})
     assert run.code == 0, run.stderr
     result = run.json()
     assert result["agents"][1]["status"] == "failed"
@@ -282,17 +252,7 @@ def test_background_shell_notifies_and_task_output_reads_it(tmp_path: Path) -> N
             },
         ],
     )
-    run = run_cli(
-        "-p",
-        "go",
-        "--model",
-        f"scripted:{script}",
-        "--output-format",
-        "json",
-        "--permission-mode",
-        "bypassPermissions",
-        cwd=tmp_path,
-    )
+    run = run_script(script, tmp_path, "--permission-mode", "bypassPermissions")
     assert run.code == 0, run.stderr
     text = run.json()["result"]
     assert "shell-says-hi" in text
@@ -323,16 +283,7 @@ def test_disabled_background_runs_in_the_foreground_and_hides_the_field(tmp_path
             {"agent_type": "Explore", "turns": [{"text": "ran in foreground"}]},
         ],
     )
-    run = run_cli(
-        "-p",
-        "go",
-        "--model",
-        f"scripted:{script}",
-        "--output-format",
-        "json",
-        cwd=tmp_path,
-        env={"CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"},
-    )
+    run = run_script(script, tmp_path, env={"CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"})
     assert run.code == 0, run.stderr
     assert "ran in foreground" in run.json()["result"]
     main = recorded(tmp_path)[0]

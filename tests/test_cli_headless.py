@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cli_helpers import recorded, run_cli, write_script
+from cli_helpers import recorded, run_cli, run_script, write_script
 
 
 def main_agent(*turns: dict[str, object]) -> dict[str, object]:
@@ -23,15 +23,7 @@ def test_json_result_shape_and_tool_use(tmp_path: Path) -> None:
             )
         ],
     )
-    run = run_cli(
-        "-p",
-        "list py files",
-        "--model",
-        f"scripted:{script}",
-        "--output-format",
-        "json",
-        cwd=tmp_path,
-    )
+    run = run_script(script, tmp_path, prompt="list py files")
     assert run.code == 0, run.stderr
     result = run.json()
     assert result["type"] == "result"
@@ -60,7 +52,7 @@ def test_text_output_and_stream_json_events(tmp_path: Path) -> None:
             )
         ],
     )
-    text = run_cli("-p", "go", "--model", f"scripted:{script}", cwd=tmp_path)
+    text = run_script(script, tmp_path, output_format="text")
     assert text.code == 0, text.stderr
     assert text.stdout == "done hi\n"
 
@@ -74,9 +66,7 @@ def test_text_output_and_stream_json_events(tmp_path: Path) -> None:
         ],
         name="s2.json",
     )
-    stream = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "stream-json", cwd=tmp_path
-    )
+    stream = run_script(script, tmp_path, output_format="stream-json")
     assert stream.code == 0, stream.stderr
     events = stream.events()
     kinds = [e["type"] for e in events]
@@ -91,9 +81,7 @@ def test_injected_overload_is_retried_then_succeeds(tmp_path: Path) -> None:
         tmp_path,
         [main_agent({"text": "finally", "error": {"type": "overloaded", "times": 2}})],
     )
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "stream-json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path, output_format="stream-json")
     assert run.code == 0, run.stderr
     events = run.events()
     retries = [e for e in events if e.get("subtype") == "api_retry"]
@@ -107,17 +95,7 @@ def test_injected_overload_is_retried_then_succeeds(tmp_path: Path) -> None:
 def test_max_turns_ends_with_error_subtype_and_exit_1(tmp_path: Path) -> None:
     loop_turn = {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}]}
     script = write_script(tmp_path, [main_agent(loop_turn, loop_turn, loop_turn, loop_turn)])
-    run = run_cli(
-        "-p",
-        "go",
-        "--model",
-        f"scripted:{script}",
-        "--max-turns",
-        "2",
-        "--output-format",
-        "json",
-        cwd=tmp_path,
-    )
+    run = run_script(script, tmp_path, "--max-turns", "2")
     assert run.code == 1
     result = run.json()
     assert result["subtype"] == "error_max_turns"
@@ -148,9 +126,7 @@ def test_script_exhaustion_is_an_execution_error(tmp_path: Path) -> None:
     script = write_script(
         tmp_path, [main_agent({"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}]})]
     )
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path)
     assert run.code == 1
     assert run.json()["subtype"] == "error_during_execution"
     assert "main" in run.json()["result"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cli_helpers import recorded, run_cli, write_script
+from cli_helpers import recorded, run_script, write_script
 
 
 def fork_call(prompt: str, **extra: object) -> dict[str, object]:
@@ -34,9 +34,7 @@ def test_fork_request_repeats_parent_request_up_to_the_directive(tmp_path: Path)
             },
         ],
     )
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path)
     assert run.code == 0, run.stderr
     assert "Scope: part one" in run.json()["result"]
     assert "Scope: part two" in run.json()["result"]
@@ -84,9 +82,7 @@ def test_fork_inside_fork_is_refused(tmp_path: Path) -> None:
             },
         ],
     )
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path)
     assert run.code == 0, run.stderr
     assert "Fork is not available inside a forked worker" in run.json()["result"]
 
@@ -105,16 +101,7 @@ def test_fork_mode_off_means_general_purpose(tmp_path: Path) -> None:
             {"agent_type": "general-purpose", "turns": [{"text": "gp did it"}]},
         ],
     )
-    run = run_cli(
-        "-p",
-        "go",
-        "--model",
-        f"scripted:{script}",
-        "--output-format",
-        "json",
-        cwd=tmp_path,
-        env={"SUBAGENTS_FORK_SUBAGENT": "0"},
-    )
+    run = run_script(script, tmp_path, env={"SUBAGENTS_FORK_SUBAGENT": "0"})
     assert run.code == 0, run.stderr
     assert "gp did it" in run.json()["result"]
     assert "fork" not in [r["agent_type"] for r in recorded(tmp_path)]

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import run_cli, write_script
+from cli_helpers import run_script, write_script
 
 
 def write_settings(project: Path, settings: dict[str, Any]) -> None:
@@ -97,9 +97,7 @@ def test_subagent_start_stop_pairs_and_tool_hooks_know_the_child(tmp_path: Path)
             },
         ],
     )
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path)
     assert run.code == 0, run.stderr
     children = {a["agentId"]: a for a in run.json()["agents"][1:]}
     assert {a["status"] for a in children.values()} == {"completed", "failed"}
@@ -148,15 +146,7 @@ def test_pre_tool_use_exit_2_blocks_with_stderr_fed_back(tmp_path: Path) -> None
             }
         ],
     )
-    run = run_cli(
-        "-p",
-        "go",
-        "--model",
-        f"scripted:{script}",
-        "--permission-mode",
-        "acceptEdits",
-        cwd=tmp_path,
-    )
+    run = run_script(script, tmp_path, "--permission-mode", "acceptEdits", output_format="text")
     assert run.code == 0, run.stderr
     assert "writes are frozen today" in run.stdout
     assert not (tmp_path / "a.txt").exists()
@@ -219,9 +209,7 @@ def test_deny_rules_hold_inside_children_including_compound_commands(tmp_path: P
             },
         ],
     )
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path)
     assert run.code == 0, run.stderr
     assert (tmp_path / "keep.txt").read_text() == "precious\n"
     report = run.json()["result"]
@@ -235,7 +223,7 @@ def test_broken_settings_file_refuses_to_start(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "settings.json").write_text('{"permissions": {"deny": ["Bash(rm:*)"],}}')
     script = write_script(tmp_path, [{"agent_type": "main", "turns": [{"text": "hi"}]}])
-    run = run_cli("-p", "go", "--model", f"scripted:{script}", cwd=tmp_path)
+    run = run_script(script, tmp_path, output_format="text")
     assert run.code == 2
     assert "settings.json:1:" in run.stderr and "invalid JSON" in run.stderr
 
@@ -273,9 +261,7 @@ def test_hook_allow_answers_asks_but_never_overrules_a_deny_rule(tmp_path: Path)
             }
         ],
     )
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path)
     assert run.code == 0, run.stderr
     assert (tmp_path / "made.txt").exists(), "the hook's allow answered the ask"
     assert (tmp_path / "keep.txt").exists(), "the deny rule still held"
@@ -335,9 +321,7 @@ def test_background_and_stopped_children_get_their_subagent_stop_once(tmp_path: 
             {"agent_type": "Plan", "turns": [{"text": "never", "delay_ms": 30000}]},
         ],
     )
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path)
     assert run.code == 0, run.stderr
     statuses = {a["agentType"]: a["status"] for a in run.json()["agents"][1:]}
     assert statuses == {"Explore": "completed", "Plan": "killed"}

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import recorded, run_cli, write_script
+from cli_helpers import recorded, run_script, write_script
 from subagents.events import Event, NotificationEvent
 from subagents.session import Session, SessionOptions
 from subagents.state import ProjectState
@@ -70,17 +70,7 @@ def test_a_running_child_reads_the_message_at_its_next_boundary(tmp_path: Path) 
             },
         ],
     )
-    run = run_cli(
-        "-p",
-        "go",
-        "--model",
-        f"scripted:{script}",
-        "--agents",
-        X_AGENTS,
-        "--output-format",
-        "json",
-        cwd=tmp_path,
-    )
+    run = run_script(script, tmp_path, "--agents", X_AGENTS)
     assert run.code == 0, run.stderr
     result = run.json()
     child_requests = [r for r in recorded(tmp_path) if r["agent_type"] == "x"]

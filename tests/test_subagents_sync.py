@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import pid_alive, recorded, run_cli, write_script
+from cli_helpers import pid_alive, recorded, run_cli, run_script, write_script
 
 
 def agent_call(prompt: str, subagent_type: str = "Explore", **extra: Any) -> dict[str, Any]:
@@ -62,9 +62,7 @@ def test_five_parallel_children_report_to_the_coordinator(tmp_path: Path) -> Non
         ],
     )
     started = time.monotonic()
-    run = run_cli(
-        "-p", "fan out", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path, prompt="fan out")
     assert run.code == 0, run.stderr
     result = run.json()
     for token in tokens:
@@ -107,9 +105,7 @@ def test_child_tools_lack_agent_and_explore_cannot_write(tmp_path: Path) -> None
             },
         ],
     )
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path)
     assert run.code == 0, run.stderr
     requests = recorded(tmp_path)
     child = [r for r in requests if r["agent_type"] == "Explore"][0]
@@ -154,7 +150,7 @@ def test_project_definition_overrides_builtin_but_not_verification(tmp_path: Pat
             {"agent_type": "verification", "turns": [{"text": "VERDICT: PASS"}]},
         ],
     )
-    run = run_cli("-p", "go", "--model", f"scripted:{script}", cwd=tmp_path)
+    run = run_script(script, tmp_path, output_format="text")
     assert run.code == 0, run.stderr
     assert "broken.md" in run.stderr, "a broken definition is reported"
     assert "verify.md" in run.stderr and "reserved" in run.stderr
@@ -185,9 +181,7 @@ def test_unknown_type_lists_known_types_and_type_matching_is_loose(tmp_path: Pat
             {"agent_type": "general-purpose", "turns": [{"text": "gp here"}]},
         ],
     )
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path)
     assert run.code == 0, run.stderr
     text = run.json()["result"]
     assert "Agent type 'Nonexistent' not found" in text
@@ -219,18 +213,7 @@ def nesting_agents(depth_env: str) -> tuple[list[dict[str, Any]], dict[str, str]
 def test_depth_limit_refuses_with_documented_text(tmp_path: Path) -> None:
     agents, env = nesting_agents("1")
     script = write_script(tmp_path, agents)
-    run = run_cli(
-        "-p",
-        "go",
-        "--model",
-        f"scripted:{script}",
-        "--agents",
-        env.pop("AGENTS"),
-        "--output-format",
-        "json",
-        cwd=tmp_path,
-        env=env,
-    )
+    run = run_script(script, tmp_path, "--agents", env.pop("AGENTS"), env=env)
     assert run.code == 0, run.stderr
     text = run.json()["result"]
     assert "depth" in text and "nested result:" in text
@@ -253,16 +236,7 @@ def test_concurrency_limit_refuses_with_documented_text(tmp_path: Path) -> None:
             {"agent_type": "Explore", "turns": [{"text": "child ok", "delay_ms": 200}]},
         ],
     )
-    run = run_cli(
-        "-p",
-        "go",
-        "--model",
-        f"scripted:{script}",
-        "--output-format",
-        "json",
-        cwd=tmp_path,
-        env={"SUBAGENTS_MAX_CONCURRENT_SUBAGENTS": "2"},
-    )
+    run = run_script(script, tmp_path, env={"SUBAGENTS_MAX_CONCURRENT_SUBAGENTS": "2"})
     assert run.code == 0, run.stderr
     text = run.json()["result"]
     assert text.count("child ok") == 2
@@ -357,9 +331,7 @@ def test_a_child_running_past_two_seconds_reports_progress(tmp_path: Path) -> No
             },
         ],
     )
-    stream = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "stream-json", cwd=tmp_path
-    )
+    stream = run_script(script, tmp_path, output_format="stream-json")
     assert stream.code == 0, stream.stderr
     events = stream.events()
     progress = [e for e in events if e["type"] == "progress" and e["subtype"] == "agent_progress"]
@@ -404,7 +376,7 @@ def test_read_only_children_get_the_slimmed_context(tmp_path: Path) -> None:
             {"agent_type": "general-purpose", "turns": [{"text": "g"}]},
         ],
     )
-    run = run_cli("-p", "go", "--model", f"scripted:{script}", cwd=tmp_path)
+    run = run_script(script, tmp_path, output_format="text")
     assert run.code == 0, run.stderr
     systems = {r["agent_type"]: r["system"] for r in recorded(tmp_path)}
     for full in ("main", "general-purpose"):

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from cli_helpers import run_cli, write_script
+from cli_helpers import run_cli, run_script, write_script
 
 
 def background_script(tmp_path: Path, delay_ms: int) -> Path:
@@ -49,9 +49,7 @@ def background_script(tmp_path: Path, delay_ms: int) -> Path:
 
 def test_list_show_output_and_transcript_after_a_run(tmp_path: Path) -> None:
     script = background_script(tmp_path, 10)
-    run = run_cli(
-        "-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=tmp_path
-    )
+    run = run_script(script, tmp_path)
     assert run.code == 0, run.stderr
     session_id = run.json()["session_id"]
 

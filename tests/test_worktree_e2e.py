@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import run_cli, write_script
+from cli_helpers import run_cli, run_script, write_script
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -97,17 +97,7 @@ def test_parallel_isolated_children_keep_their_own_branches(tmp_path: Path) -> N
             },
         ],
     )
-    run = run_cli(
-        "-p",
-        "go",
-        "--model",
-        f"scripted:{script}",
-        "--output-format",
-        "json",
-        "--permission-mode",
-        "acceptEdits",
-        cwd=repo,
-    )
+    run = run_script(script, repo, "--permission-mode", "acceptEdits")
     assert run.code == 0, run.stderr
     assert (repo / "shared.txt").read_text() == "original\n", "main tree untouched"
     assert git(repo, "status", "--porcelain") == ""
@@ -146,7 +136,7 @@ def test_failed_child_keeps_its_worktree_and_tasks_show_names_it(tmp_path: Path)
             },
         ],
     )
-    run = run_cli("-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=repo)
+    run = run_script(script, repo)
     assert run.code == 0, run.stderr
     child = run.json()["agents"][1]
     assert child["status"] == "failed"
@@ -170,7 +160,7 @@ def test_isolation_outside_git_without_hooks_is_a_clear_error(tmp_path: Path) ->
             }
         ],
     )
-    run = run_cli("-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=plain)
+    run = run_script(script, plain)
     assert run.code == 0, run.stderr
     assert "not a git repository and no WorktreeCreate hook configured" in run.json()["result"]
 
@@ -219,7 +209,7 @@ def test_cwd_and_isolation_are_exclusive_and_cwd_is_confined(tmp_path: Path) -> 
             },
         ],
     )
-    run = run_cli("-p", "go", "--model", f"scripted:{script}", "--output-format", "json", cwd=repo)
+    run = run_script(script, repo)
     assert run.code == 0, run.stderr
     text = run.json()["result"]
     assert "mutually exclusive" in text
