@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import pid_alive, recorded, run_script, write_script
+from cli_helpers import recorded, run_script, wait_until_dead, write_script
 from subagents.events import Event, NotificationEvent
 from subagents.session import Session, SessionOptions
 from subagents.testing import ScriptedModel
@@ -141,11 +140,7 @@ def test_task_stop_kills_the_child_and_its_shell(tmp_path: Path) -> None:
     child = result["agents"][1]
     assert child["status"] == "killed"
     pid = int(pidfile.read_text())
-    for _ in range(50):
-        if not pid_alive(pid):
-            break
-        time.sleep(0.05)
-    assert not pid_alive(pid)
+    assert wait_until_dead(pid)
 
 
 def test_auto_background_after_a_short_timeout(tmp_path: Path) -> None:

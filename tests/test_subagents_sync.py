@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import pid_alive, recorded, run_cli, run_script, write_script
+from cli_helpers import pid_alive, recorded, run_cli, run_script, wait_until_dead, write_script
 
 
 def agent_call(prompt: str, subagent_type: str = "Explore", **extra: Any) -> dict[str, Any]:
@@ -304,11 +304,7 @@ def test_interrupt_stops_sync_child_and_kills_its_shell(tmp_path: Path) -> None:
     assert result["subtype"] == "error_during_execution"
     child = result["agents"][1]
     assert child["status"] == "killed"
-    for _ in range(50):
-        if not pid_alive(shell_pid):
-            break
-        time.sleep(0.05)
-    assert not pid_alive(shell_pid), "the child's background shell process was orphaned"
+    assert wait_until_dead(shell_pid), "the child's background shell process was orphaned"
 
 
 def test_a_child_running_past_two_seconds_reports_progress(tmp_path: Path) -> None:
