@@ -13,7 +13,7 @@ Whatever happens, the child's run record ends terminal and every process it star
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -85,10 +85,13 @@ class AgentTool(Tool[AgentInput]):
     max_result_chars = 100_000
     durable_call_identity = True
 
+    _schemas: ClassVar[dict[tuple[type[AgentTool], bool, bool], ToolSchema]] = {}
+    """Built schemas by (class, background_available, teammate): pydantic's schema generation
+    costs more than a whole child run, and a session builds a new AgentTool."""
+
     def __init__(self, *, background_available: bool = True, teammate: bool = False) -> None:
         self.background_available = background_available
         self.teammate = teammate
-        self._schema: ToolSchema | None = None
 
     def is_read_only(self, args: AgentInput) -> bool:
         return True
@@ -97,11 +100,14 @@ class AgentTool(Tool[AgentInput]):
         return True
 
     def schema(self) -> ToolSchema:
-        """The input schema minus fields this environment does not offer (built once: the
-        same object each time, so the request bytes of a fork stay identical)."""
-        if self._schema is None:
-            self._schema = self._build_schema()
-        return self._schema
+        """The input schema minus fields this environment does not offer (built once per
+        class and flags: the same object each time, so the request bytes of a fork stay
+        identical)."""
+        key = (type(self), self.background_available, self.teammate)
+        schema = AgentTool._schemas.get(key)
+        if schema is None:
+            schema = AgentTool._schemas[key] = self._build_schema()
+        return schema
 
     def _build_schema(self) -> ToolSchema:
         schema = input_json_schema(AgentInput)
