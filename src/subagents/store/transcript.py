@@ -9,8 +9,9 @@ on the hot path: a crash loses at most the turn in flight, which recovery treats
 from __future__ import annotations
 
 import json
+import json.encoder
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,57 @@ from subagents.state import ensure_private_dir
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-"""Compact JSON, one call per message (the C encoder; no per-call option handling)."""
+def _compact_encoder() -> Callable[[Any], str]:
+    """Compact JSON text: what ``JSONEncoder(ensure_ascii=False, separators=(",", ":"))`` gives.
+
+    ``JSONEncoder.encode`` builds a new C encoder on every call, which cost as much as encoding
+    a small message; the C encoder is built once here instead. It runs without circular-reference
+    markers (``check_circular=False``): shared markers would go stale after a failed encode, and
+    messages are wire data, so a cycle would only turn a ``ValueError`` into a ``RecursionError``.
+    """
+    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (another interpreter): the pure-Python path
+        return encoder.encode
+    chunks = make(
+        None, encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+    return lambda value: "".join(chunks(value, 0))
+
+
+_encode = _compact_encoder()
+
+
+_PRIVATE_FOLDERS: set[str] = set()
+"""Folders this process already made private (``ensure_private_dir``) for a transcript."""
+
+
+def _open_private(path: Path) -> int:
+    """Open ``path`` for appending (``0600``, no symlink), its folder made private (``0700``).
+
+    A session's children all write into one folder: after the first, the open itself shows
+    whether the folder still exists, which saves each child a ``stat`` of it (and the hashing of
+    a new ``Path``); a folder removed since is made again, as ``ensure_private_dir`` would.
+    """
+    name = os.fspath(path)
+    folder = os.path.dirname(name)
+    if folder not in _PRIVATE_FOLDERS:
+        ensure_private_dir(path.parent)
+        _PRIVATE_FOLDERS.add(folder)
+        return os.open(name, _OPEN_FLAGS, 0o600)
+    try:
+        return os.open(name, _OPEN_FLAGS, 0o600)
+    except FileNotFoundError:
+        ensure_private_dir(path.parent)
+        return os.open(name, _OPEN_FLAGS, 0o600)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)
+    if written < len(data):  # a short write (rare): the rest, without copying the bytes
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 class TranscriptWriter:
@@ -30,9 +80,8 @@ class TranscriptWriter:
     __slots__ = ("_fd", "_pending", "_turns", "path")
 
     def __init__(self, path: Path) -> None:
-        ensure_private_dir(path.parent)
         self.path = path
-        self._fd = os.open(path, _OPEN_FLAGS, 0o600)
+        self._fd = _open_private(path)
         self._pending: list[str] = []
         self._turns = 0
 
@@ -47,13 +96,10 @@ class TranscriptWriter:
         if not self._pending:
             return
         self._turns += 1
-        self._pending.append(f'{{"type":"turn_completed","turn":{self._turns}}}')
-        data = ("\n".join(self._pending) + "\n").encode()
+        self._pending.append(f'{{"type":"turn_completed","turn":{self._turns}}}\n')
+        data = "\n".join(self._pending).encode()
         self._pending.clear()
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        _write_all(self._fd, data)
 
     def close(self) -> None:
         if self._fd >= 0:
