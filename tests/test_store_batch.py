@@ -499,3 +499,84 @@ def test_running_index_lists_only_running_records(tmp_path: Path) -> None:
         marker.unlink()
     markers.rmdir()
     assert [r.agent_id for r in fresh.list_running(tmp_path)] == ["a00000001"]
+
+
+# -- owner writes: staged on the caller's thread, synced elsewhere ---------------------------
+
+
+def _owned(record: SidecarRecord, *, create: bool = False) -> Any:
+    from subagents.store.files import OwnedWrite, encode_record
+
+    return OwnedWrite(record=record, data=encode_record(record), create=create)
+
+
+def _finish(commit: Any) -> list[BaseException | None]:
+    commit.sync()
+    commit.publish()
+    commit.sync_renamed()
+    errors: list[BaseException | None] = commit.errors
+    return errors
+
+
+def test_owner_writes_are_atomic_private_and_indexed(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    store = _store(tmp_path)
+    first, second = _record("a00000001"), _record("a00000002")
+    commit = store.prepare_owned([_owned(first, create=True), _owned(second, create=True)])
+    folder = store.state.home / "projects"
+    assert not list(folder.rglob("*.json"))  # staged only: nothing visible before publish
+    assert _finish(commit) == [None, None]
+    path = store.sidecar_path("a00000001")
+    assert path is not None and os.stat(path).st_mode & 0o777 == 0o600
+    assert _temps(path.parent) == []
+    assert sorted(os.listdir(path.parent / ".running")) == ["a00000001", "a00000002"]
+    done = replace(first, status="completed")
+    assert _finish(store.prepare_owned([_owned(done)])) == [None]
+    fresh = _store(tmp_path)
+    stored = fresh.get("a00000001")
+    assert stored is not None and stored.status == "completed"
+    assert os.listdir(path.parent / ".running") == ["a00000002"]
+    again = store.prepare_owned([_owned(_record("a00000002"), create=True)])
+    assert isinstance(again.errors[0], DuplicateAgentError)
+    assert _finish(again)[0] is not None and _temps(path.parent) == []
+
+
+def test_a_failed_sync_renames_nothing(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    commit = store.prepare_owned([_owned(_record("a00000001"), create=True)])
+    commit.publish(failed=OSError(errno.EIO, "disk gone"))
+    assert isinstance(commit.errors[0], OSError)
+    assert store.get("a00000001") is None
+    agents = store.state.home / "projects"
+    assert not [p for p in agents.rglob("*") if p.is_file() and ".running" not in str(p)]
+
+
+def test_a_stop_request_from_another_process_survives_the_owners_next_write(
+    tmp_path: Path,
+) -> None:
+    """``tasks stop`` runs in another process while the owner keeps writing the sidecar
+    without a lock: the request is a file of its own, so no owner write can erase it."""
+    from dataclasses import replace
+
+    owner = _store(tmp_path)
+    record = _record("a00000001")
+    assert _finish(owner.prepare_owned([_owned(record, create=True)])) == [None]
+    script = (
+        "import sys; from pathlib import Path; from subagents.state import ProjectState;"
+        "from subagents.store import FileStore;"
+        "s = FileStore(ProjectState(home=Path(sys.argv[1]), project=Path(sys.argv[2])));"
+        "print(s.request_stop('a00000001').stop_requested)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "home"), PROJECT],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "True"
+    later = replace(record, last_active_at=record.last_active_at + 5)
+    assert _finish(owner.prepare_owned([_owned(later)])) == [None]
+    seen = _store(tmp_path).get("a00000001")
+    assert seen is not None and seen.stop_requested and seen.last_active_at == later.last_active_at
+    assert owner.get("a00000001").stop_requested  # type: ignore[union-attr]

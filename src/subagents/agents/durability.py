@@ -21,13 +21,14 @@ import asyncio
 import concurrent.futures
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from subagents.agents.runner import AgentJob, AgentRun
 from subagents.agents.runtime import AgentFrame
 from subagents.agents.tasks import TaskState
-from subagents.store.files import BatchOp, BatchOutcome, encode_record
+from subagents.store.files import BatchOp, BatchOutcome, OwnedWrite, OwnerCommit, encode_record
 from subagents.store.process_identity import ProcessIdentity, current_identity
 from subagents.store.protocol import Store
 from subagents.store.records import (
@@ -61,13 +62,13 @@ class DurableRecords:
     _handover: asyncio.Handle | None = None
     _latest: dict[str, SidecarRecord] = field(default_factory=dict)
     """The latest record of each running child this session owns (see ``_change``)."""
+    _inflight: set[asyncio.Future[None]] = field(default_factory=set)
+    """One future per batch handed over and not yet settled (``drain`` waits for them)."""
 
     @property
     def _whole_records(self) -> bool:
         """The store takes whole records (``put``): changes are applied and encoded here, on
-        the loop, and the writer thread only does the file work (FileStore). Python work on
-        the writer thread competes with the event loop for the interpreter; file work does
-        not."""
+        the loop, so the store has no Python work left to do but file work."""
         return "put" in getattr(self.store, "batchable_ops", ())
 
     def _change(self, agent_id: str, **changes: Any) -> asyncio.Future[Any]:
@@ -94,8 +95,52 @@ class DurableRecords:
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         ops, self._pending, self._handover = self._pending, [], None
-        done = self.writer.submit(_apply, self.store, [op.call for op in ops])
-        done.add_done_callback(lambda f: loop.call_soon_threadsafe(_settle, ops, f))
+        prepare = getattr(self.store, "prepare_owned", None)
+        owned = [op for op in ops if op.name == "put"] if prepare is not None else []
+        rest = [op for op in ops if op.name != "put"] if owned else ops
+        if owned and prepare is not None:
+            self._commit_owned(loop, prepare(list(map(_owned_write, owned))), owned)
+        if rest:
+            batch = self._batch_future(loop)
+            done = self.writer.submit(_apply, self.store, [op.call for op in rest])
+            done.add_done_callback(lambda f: loop.call_soon_threadsafe(_settle, rest, f, batch))
+
+    def _batch_future(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        batch: asyncio.Future[None] = loop.create_future()
+        self._inflight.add(batch)
+        batch.add_done_callback(self._inflight.discard)
+        return batch
+
+    def _commit_owned(
+        self, loop: asyncio.AbstractEventLoop, commit: OwnerCommit, ops: list[_Op]
+    ) -> None:
+        """The owner's records, staged here on the loop: the writer thread only waits for the
+        disk (``sync``, ``sync_renamed``, one or two system calls per batch) while the renames
+        run back on the loop. Python work and system calls on the thread would each hand the
+        GIL back and forth with the busy loop, which costs far more than the work itself."""
+        batch = self._batch_future(loop)
+
+        def synced(done: concurrent.futures.Future[None]) -> None:
+            commit.publish(failed=done.exception())
+            self._wait_then(loop, commit.sync_renamed, lambda _: _settle_owned(commit, ops, batch))
+
+        self._wait_then(loop, commit.sync, synced)
+
+    def _wait_then(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        wait: Callable[[], None],
+        then: Callable[[concurrent.futures.Future[None]], None],
+    ) -> None:
+        """Run ``wait`` on the writer thread, then ``then(its future)`` back on the loop."""
+        try:
+            done = self.writer.submit(wait)
+        except RuntimeError as exc:  # the writer is closed: the session is going away
+            failed: concurrent.futures.Future[None] = concurrent.futures.Future()
+            failed.set_exception(exc)
+            then(failed)
+            return
+        done.add_done_callback(lambda f: loop.call_soon_threadsafe(then, f))
 
     def started(self, job: AgentJob, state: TaskState) -> None:
         record = build_record(
@@ -153,6 +198,8 @@ class DurableRecords:
         if self._handover is not None:
             self._handover.cancel()
             self._hand_over(asyncio.get_running_loop())
+        while self._inflight:
+            await asyncio.wait(set(self._inflight))
         await self.writer.drain()
 
 
@@ -183,10 +230,33 @@ def _apply(store: Store, calls: list[BatchOp]) -> list[BatchOutcome]:
     return results
 
 
-def _settle(ops: list[_Op], done: concurrent.futures.Future[list[BatchOutcome]]) -> None:
+def _owned_write(op: _Op) -> OwnedWrite:
+    record, data = op.args
+    return OwnedWrite(record=record, data=data, create=bool(op.kwargs.get("create")))
+
+
+def _settle_owned(commit: OwnerCommit, ops: list[_Op], batch: asyncio.Future[None]) -> None:
+    outcomes = [
+        BatchOutcome(error=error) if error is not None else BatchOutcome(value=op.args[0])
+        for op, error in zip(ops, commit.errors, strict=True)
+    ]
+    _complete(ops, outcomes, batch)
+
+
+def _settle(
+    ops: list[_Op],
+    done: concurrent.futures.Future[list[BatchOutcome]],
+    batch: asyncio.Future[None],
+) -> None:
     """Back on the loop: complete every queued call's future with its own outcome."""
     error = done.exception()
     outcomes = done.result() if error is None else [BatchOutcome(error=error)] * len(ops)
+    _complete(ops, outcomes, batch)
+
+
+def _complete(ops: list[_Op], outcomes: list[BatchOutcome], batch: asyncio.Future[None]) -> None:
+    if not batch.done():
+        batch.set_result(None)
     for op, outcome in zip(ops, outcomes, strict=True):
         if op.future.done():
             continue

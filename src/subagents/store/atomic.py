@@ -128,21 +128,46 @@ def commit_writes(writes: Sequence[StagedWrite]) -> list[BaseException | None]:
     system flushes every temp file at once (per-file ``fsync`` where ``syncfs`` is unavailable
     or only one file is involved), and each directory is ``fsync``-ed once after all renames.
     A write that fails at any step loses its temp file and fails alone.
+
+    The three steps are public too (``sync_staged``, ``publish_staged``, ``sync_renamed``), so
+    a caller may run the two waits on a thread and the renames where it likes (``FileStore``'s
+    owner writes rename on the event loop; see ``files.OwnerCommit``).
     """
     errors: list[BaseException | None] = [None] * len(writes)
     try:
-        _sync_files(writes, errors)
+        sync_staged(writes, errors)
+    except BaseException as exc:
+        errors[:] = [error or exc for error in errors]  # nothing unsynced may be renamed
+        publish_staged(writes, errors)
+        raise
+    publish_staged(writes, errors)
+    sync_renamed(writes, errors)
+    return errors
+
+
+def sync_staged(writes: Sequence[StagedWrite], errors: list[BaseException | None]) -> None:
+    """Step 1 (may block on the disk): make every staged temp file's data durable."""
+    _sync_files(writes, errors)
+
+
+def publish_staged(writes: Sequence[StagedWrite], errors: list[BaseException | None]) -> None:
+    """Step 2 (fast): rename each synced temp file over its target, close every descriptor and
+    drop the temp file of every write that failed. Call exactly once per staged batch."""
+    try:
         for i, write in enumerate(writes):
             if errors[i] is None:
                 errors[i] = _rename(write)
-        _sync_dirs(writes, errors)
     finally:
         for write in writes:
             os.close(write.fd)
         for i, write in enumerate(writes):
             if errors[i] is not None:
                 _unlink_quietly(write.temp)
-    return errors
+
+
+def sync_renamed(writes: Sequence[StagedWrite], errors: list[BaseException | None]) -> None:
+    """Step 3 (may block on the disk): make the renames durable (one ``fsync`` per folder)."""
+    _sync_dirs(writes, errors)
 
 
 def _sync_files(writes: Sequence[StagedWrite], errors: list[BaseException | None]) -> None:

@@ -43,8 +43,12 @@ from subagents.store.atomic import (
     StagedWrite,
     commit_writes,
     ensure_private_tree,
+    fsync_dir,
+    publish_staged,
     read_private,
     stage_write,
+    sync_renamed,
+    sync_staged,
 )
 from subagents.store.cache import DEFAULT_CAPACITY, RecordCache, Signature
 from subagents.store.errors import (
@@ -63,6 +67,7 @@ logger = logging.getLogger(__name__)
 
 SIDECAR_SUFFIX = ".json"
 RUNNING_DIR = ".running"
+STOP_DIR = ".stop"
 _MARK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 LOCK_NAME = ".store.lock"
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -98,6 +103,63 @@ class _Staged:
     ops: list[int]
     data: bytes | None = None
     """The record already encoded by the caller (``put``); None: encode at commit."""
+
+
+@dataclass(frozen=True)
+class OwnedWrite:
+    """A whole record from the single owner of a running child, already encoded by it."""
+
+    record: SidecarRecord
+    data: bytes
+    create: bool = False
+
+
+@dataclass(kw_only=True)
+class OwnerCommit:
+    """One group commit of owner writes, split at its two waits (see ``prepare_owned``).
+
+    ``sync`` and ``sync_renamed`` may block on the disk: run them on a thread. ``publish`` is
+    a handful of fast system calls per record: run it where the records were staged (the event
+    loop). Keeping the thread's part to one or two system calls per batch matters: each call a
+    thread makes releases and retakes the GIL, and with the event loop busy every such handoff
+    costs both threads far more CPU than the call itself (measured: 85 µs per record written on
+    the thread against ~30 µs inline).
+    """
+
+    store: FileStore
+    writes: list[OwnedWrite]
+    staged: list[StagedWrite]
+    errors: list[BaseException | None]
+    """One per entry of ``writes``; ``staged`` holds only those whose staging succeeded."""
+    _staged_index: list[int] = field(default_factory=list)
+    _published: bool = False
+
+    def sync(self) -> None:
+        """On a thread: make the staged data durable (one ``syncfs`` for the batch)."""
+        errors = [self.errors[i] for i in self._staged_index]
+        sync_staged(self.staged, errors)
+        for i, error in zip(self._staged_index, errors, strict=True):
+            self.errors[i] = error
+
+    def publish(self, *, failed: BaseException | None = None) -> None:
+        """Rename every synced record into place and update the store's memory of it;
+        ``failed``: the sync step itself failed, so nothing is renamed."""
+        if self._published:
+            return
+        self._published = True
+        errors = [failed or self.errors[i] for i in self._staged_index]
+        publish_staged(self.staged, errors)
+        for i, staged, error in zip(self._staged_index, self.staged, errors, strict=True):
+            self.errors[i] = error
+            if error is None:
+                self.store._remember_written(Path(staged.path), self.writes[i].record, staged)
+
+    def sync_renamed(self) -> None:
+        """On a thread: make the renames durable (one directory ``fsync`` per folder)."""
+        errors = [self.errors[i] for i in self._staged_index]
+        sync_renamed(self.staged, errors)
+        for i, error in zip(self._staged_index, errors, strict=True):
+            self.errors[i] = error
 
 
 def _signature(info: os.stat_result) -> Signature:
@@ -208,6 +270,48 @@ class FileStore:
             raise outcome.error
         return outcome.value
 
+    # -- owner writes -----------------------------------------------------------------------
+
+    def prepare_owned(self, writes: Sequence[OwnedWrite]) -> OwnerCommit:
+        """Stage the records of running children written by their single owner.
+
+        While a child runs, the session that owns it is the only writer of its sidecar: other
+        processes never rewrite it (``request_stop`` creates a separate file, recovery waits
+        for the owner to be gone and takes a lease). So an owner write needs no read-modify-
+        write and no lock, and the owner has already applied the store rules to its in-memory
+        copy (``records.apply_changes``). This stages every record (temp file written, not yet
+        durable) and returns the commit to finish: ``sync`` → ``publish`` → ``sync_renamed``.
+        A new record (``create``) must not exist yet; a failure fails that write alone.
+        """
+        commit = OwnerCommit(store=self, writes=list(writes), staged=[], errors=[])
+        for index, write in enumerate(commit.writes):
+            try:
+                staged = self._stage_owned(write)
+            except Exception as exc:
+                commit.errors.append(exc)
+                continue
+            commit.errors.append(None)
+            commit.staged.append(staged)
+            commit._staged_index.append(index)
+        return commit
+
+    def _stage_owned(self, write: OwnedWrite) -> StagedWrite:
+        record = write.record
+        agent_id = check_agent_id(record.agent_id)
+        path = self._paths.get(agent_id) if not write.create else None
+        if path is None:
+            path = self._agents_dir(record.project_path) / f"{agent_id}{SIDECAR_SUFFIX}"
+            if write.create and os.path.lexists(path):
+                raise DuplicateAgentError(f"agent {agent_id} already has a record")
+        return stage_write(str(path), write.data, target_checked=write.create)
+
+    def _remember_written(self, path: Path, record: SidecarRecord, staged: StagedWrite) -> None:
+        with self._mutex:
+            self.cache.put(record, _signature(staged.info))
+        self._paths[record.agent_id] = path
+        self._note_written(record)
+        self._mark(path.parent, record)
+
     def _batch_folders(self, ops: Sequence[BatchOp]) -> list[Path]:
         """Every folder the batch writes in, so all their locks are taken up front (sorted).
 
@@ -316,17 +420,24 @@ class FileStore:
     def _stage_request_stop(
         self, staged: dict[str, _Staged], index: int, agent_id: str
     ) -> SidecarRecord:
+        """A stop request is its own file (``agents/.stop/<id>``), never a rewrite of the
+        sidecar: the running child's owner is the sidecar's only writer (``prepare_owned``), so
+        a flag written into it by another process could be lost under the owner's next write.
+        ``_load`` shows the flag on the record of a running child while the file exists."""
         path, current = self._current(staged, agent_id)
         if current.stop_requested or current.is_terminal:
             return current
-        updated = apply_changes(current, {"stop_requested": True}, now=self._clock())
-        return self._put(staged, index, path, updated)
+        marker = path.parent / STOP_DIR / current.agent_id
+        ensure_private_tree(self.state.home, marker.parent)
+        os.close(os.open(marker, _MARK_FLAGS, FILE_MODE))
+        fsync_dir(marker.parent)
+        return replace(current, stop_requested=True)
 
     def _current(self, staged: dict[str, _Staged], agent_id: str) -> tuple[Path, SidecarRecord]:
         """The record as this batch has left it so far, else as stored."""
         entry = staged.get(agent_id)
         if entry is not None:
-            return entry.path, entry.record
+            return entry.path, self._with_stop_request(entry.path, entry.record)
         # A known path is trusted without a stat: records never move, and ``_require`` lstats
         # it anyway (refusing a symlink, reporting a vanished file).
         path = self._paths.get(check_agent_id(agent_id)) or self._require_path(agent_id)
@@ -359,11 +470,7 @@ class FileStore:
             if error is not None:
                 self._fail(entry, error, outcomes)
                 continue
-            with self._mutex:
-                self.cache.put(entry.record, _signature(write.info))
-            self._paths[entry.record.agent_id] = entry.path
-            self._note_written(entry.record)
-            self._mark(entry.path.parent, entry.record)
+            self._remember_written(entry.path, entry.record, write)
 
     def _mark(self, folder: Path, record: SidecarRecord) -> None:
         """Keep ``.running/<id>`` in step with the record, so start-up recovery finds the runs
@@ -509,15 +616,23 @@ class FileStore:
             raise UnsafePathError(f"{path}: sidecar is a symlink; refusing to read it")
         agent_id = path.name.removesuffix(SIDECAR_SUFFIX)
         with self._mutex:
-            cached = self.cache.get(agent_id, _signature(info))
-        if cached is not None:
-            return cached
-        found = read_private(path)
-        if found is None:
-            return None
-        record = self._parse(path, found[0])
-        with self._mutex:
-            self.cache.put(record, _signature(found[1]))
+            record = self.cache.get(agent_id, _signature(info))
+        if record is None:
+            found = read_private(path)
+            if found is None:
+                return None
+            record = self._parse(path, found[0])
+            with self._mutex:
+                self.cache.put(record, _signature(found[1]))
+        return self._with_stop_request(path, record)
+
+    @staticmethod
+    def _with_stop_request(path: Path, record: SidecarRecord) -> SidecarRecord:
+        """A running record shows a stop request made through ``request_stop`` (its file)."""
+        if record.stop_requested or record.is_terminal:
+            return record
+        if os.path.lexists(path.parent / STOP_DIR / record.agent_id):
+            return replace(record, stop_requested=True)
         return record
 
     @staticmethod

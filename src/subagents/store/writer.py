@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import queue
 import threading
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -75,8 +75,10 @@ class DurableWriter:
     def __init__(self, name: str = "subagents-store", *, max_batch: int = MAX_BATCH) -> None:
         self._name = name
         self._max_batch = max_batch
-        self._queue: deque[_Item] = deque()
-        self._cond = threading.Condition(threading.Lock())
+        # A C queue: a hand-over costs one put and, when the thread sleeps, one wake-up (a
+        # Condition and a deque cost several Python-level lock operations per submission).
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._lifecycle = threading.Lock()  # guards starting and retiring the worker
         self._worker: threading.Thread | None = None
         self._last: concurrent.futures.Future[Any] | None = None
         self._closed = False
@@ -87,16 +89,14 @@ class DurableWriter:
     ) -> concurrent.futures.Future[T]:
         """Queue ``fn(*args, **kwargs)``; failures are logged (and kept in the future)."""
         item = _Item(fn=fn, args=args, kwargs=kwargs)
-        with self._cond:
+        with self._lifecycle:
             if self._closed:
                 raise RuntimeError("DurableWriter is closed")
-            self._queue.append(item)
+            self._queue.put(item)
             self._last = item.future
             if self._worker is None:
                 self._worker = threading.Thread(target=self._run, name=f"{self._name}_0")
                 self._worker.start()
-            else:
-                self._cond.notify()
         return item.future
 
     async def wait(self, future: concurrent.futures.Future[T]) -> T:
@@ -111,10 +111,11 @@ class DurableWriter:
 
     def close(self) -> None:
         """Finish every queued write, then stop the thread. Safe to call twice."""
-        with self._cond:
+        with self._lifecycle:
             self._closed = True
             worker = self._worker
-            self._cond.notify()
+            if worker is not None:
+                self._queue.put(None)  # wakes a sleeping worker; it finishes the queue first
         if worker is not None and worker is not threading.current_thread():
             worker.join()
 
@@ -126,15 +127,26 @@ class DurableWriter:
 
     def _next_batch(self) -> list[_Item] | None:
         """Everything queued (up to ``max_batch``), waiting for work; None when it is time to
-        exit (closed, or idle for ``IDLE_EXIT_S``)."""
-        with self._cond:
-            if not self._queue and not self._closed:
-                self._cond.wait(IDLE_EXIT_S)
-            if not self._queue:
+        exit (closed, or idle for ``IDLE_EXIT_S``). ``None`` items are close markers."""
+        try:
+            first = self._queue.get(timeout=IDLE_EXIT_S)
+        except queue.Empty:
+            first = None
+        items = [] if first is None else [first]
+        while len(items) < self._max_batch:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                items.append(item)
+        if items:
+            return items
+        with self._lifecycle:  # retire, unless a submission slipped in meanwhile
+            if self._queue.empty():
                 self._worker = None
                 return None
-            count = min(len(self._queue), self._max_batch)
-            return [self._queue.popleft() for _ in range(count)]
+        return items
 
     def _process(self, items: list[_Item]) -> None:
         """Run ``items`` in order: runs of batchable calls of one store as one batch each."""
