@@ -28,7 +28,7 @@ from subagents.permissions.context import PermissionContext
 from subagents.permissions.decision import Decision, decide
 from subagents.permissions.denials import DenialLimits, DenialTracker
 from subagents.permissions.rules import PermissionRule
-from subagents.tools.base import HOOK_APPROVED, PermissionResult, Tool, ToolContext
+from subagents.tools.base import ALLOW, HOOK_APPROVED, PermissionResult, Tool, ToolContext
 
 DEFAULT_ASK_TIMEOUT = 300.0
 
@@ -90,7 +90,7 @@ class PermissionChecker:
             decision = await self._resolve_ask(decision, tool, args, ctx)
         if decision.behavior == "allow":
             tracker.record_allow()
-            return PermissionResult(behavior="allow")
+            return ALLOW
         message = decision.message
         if tracker.record_denial():
             message = f"{message}\n\n{tracker.stop_message()}"

@@ -78,9 +78,12 @@ def decide(
             "the tool is not available to this agent.",
             subject=tool.name,
         )
-    command = getattr(args, "command", None)
-    if tool.name == "Bash" and isinstance(command, str):
-        return _decide_bash(context, command)
+    if tool.name == "Bash":
+        # Only Bash input has ``command``; a missing attribute on a pydantic model raises (and
+        # catches) AttributeError inside ``getattr``, too slow to pay on every other call.
+        command = getattr(args, "command", None)
+        if isinstance(command, str):
+            return _decide_bash(context, command)
     return _decide_tool(context, tool, args, ctx)
 
 
