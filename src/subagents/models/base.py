@@ -108,7 +108,15 @@ class Model(Protocol):
 
 
 async def complete(model: Model, request: ModelRequest) -> MessageDone:
-    """Drain a stream and return its final event (providers must send one)."""
+    """Drain a stream and return its final event (providers must send one).
+
+    A model whose answer is always one event (the scripted model) may also offer
+    ``async respond(request) -> MessageDone``, which ``stream`` must wrap exactly; it is called
+    directly, sparing an async generator per call."""
+    respond = getattr(model, "respond", None)
+    if respond is not None:
+        done_now: MessageDone = await respond(request)
+        return done_now
     done: MessageDone | None = None
     async for event in model.stream(request):
         if isinstance(event, MessageDone):

@@ -167,7 +167,11 @@ def _chars(value: Any) -> int:
     if isinstance(value, str):
         return len(value)
     if isinstance(value, dict):
-        return sum(len(k) + _chars(v) for k, v in value.items())
+        total = 0
+        for key, item in value.items():
+            # Strings inline: tool inputs are mostly flat dicts of strings.
+            total += len(key) + (len(item) if isinstance(item, str) else _chars(item))
+        return total
     if isinstance(value, list):
         return sum(_chars(v) for v in value)
     return len(str(value))
@@ -227,13 +231,16 @@ class _PrefixCache:
             _remember(self._tools, id(tools), entry)
         return hash((system, entry[1]))
 
-    def message(self, message: Message) -> tuple[int, int]:
-        """The message's fingerprint and character count, computed once per message object."""
-        entry = self._messages.get(id(message))
+    def message(self, message: Message) -> tuple[Message, int, int]:
+        """(message, fingerprint, characters), computed once per message object."""
+        memo = self._messages
+        entry = memo.get(id(message))
         if entry is None or entry[0] is not message:
             entry = (message, _message_fingerprint(message), _message_chars(message))
-            _remember(self._messages, id(message), entry)
-        return entry[1], entry[2]
+            if len(memo) >= _MEMO_LIMIT:  # ``_remember``, inlined: this runs on every message
+                del memo[next(iter(memo))]
+            memo[id(message)] = entry
+        return entry
 
 
 # --- per-agent state -------------------------------------------------------------------------
@@ -260,6 +267,8 @@ class _AgentState:
     """Characters of each prefix in ``keys`` (the system prompt counts, tool schemas do not)."""
     known: int = 0
     """Leading prefixes of ``keys`` already in the model's cache."""
+    root_of: tuple[str, list[ToolSchema], int] | None = None
+    """(system, tools, root key) of the last call: an agent sends the same objects each time."""
 
     def input_chars(self, request: ModelRequest, cache: _PrefixCache) -> tuple[int, int]:
         """(system + message characters, characters of the longest already-cached prefix).
@@ -270,7 +279,12 @@ class _AgentState:
         """
         messages = request.messages
         size = len(messages)
-        root = cache.root(request.system, request.tools)
+        root_of = self.root_of
+        if root_of is not None and root_of[0] is request.system and root_of[1] is request.tools:
+            root = root_of[2]
+        else:
+            root = cache.root(request.system, request.tools)
+            self.root_of = (request.system, request.tools, root)
         seen = self.counted_messages
         keys, sizes = self.keys, self.sizes
         if (
@@ -283,8 +297,9 @@ class _AgentState:
             sizes[:] = [len(request.system)]
             seen, self.known = 0, 0
         key, total = keys[-1], sizes[-1]
+        describe = cache.message
         for index in range(seen, size):
-            fingerprint, chars = cache.message(messages[index])
+            _, fingerprint, chars = describe(messages[index])
             key = hash((key, fingerprint))
             total += chars
             keys.append(key)
@@ -399,9 +414,11 @@ class ScriptedModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Serve one turn: the whole answer arrives as one ``MessageDone``."""
-        yield await self._respond(request)
+        yield await self.respond(request)
 
-    async def _respond(self, request: ModelRequest) -> MessageDone:
+    async def respond(self, request: ModelRequest) -> MessageDone:
+        """The ``MessageDone`` that ``stream`` yields, without the async generator around it
+        (``models.base.complete`` calls this directly)."""
         try:
             state = self._agents.get(request.metadata.agent_id) or self._bind(request.metadata)
             turn = await self._next_turn(state, request)
