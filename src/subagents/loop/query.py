@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
-from subagents.events import AssistantEvent, SystemEvent, ToolResultsEvent
+from subagents.events import AssistantEvent, SystemEvent, ToolResultsEvent, discard
 from subagents.loop.inbox import Inbox
 from subagents.loop.scheduling import CallResult, TurnResults, run_tool_calls
 from subagents.messages import (
@@ -138,6 +138,12 @@ class _Loop:
         self.schemas = spec.tool_schemas or [t.schema() for t in spec.tools]
         self.started = time.monotonic()
         self.turn: TurnResults | None = None
+        # The same for every call of this loop; a request only reads it.
+        self.metadata = RequestMetadata(
+            agent_id=self.ctx.agent.agent_id,
+            agent_type=self.ctx.agent.agent_type,
+            prompt=spec.prompt,
+        )
 
     async def run(self) -> LoopOutcome:
         spec, ctx = self.spec, self.ctx
@@ -176,10 +182,9 @@ class _Loop:
             if self.spec.messages and self.spec.messages[-1]["role"] == "assistant":
                 self._deliver_inbox()
             try:
-                message = await self._call_model()
+                message, calls = await self._call_model()
             except ModelError as exc:
                 return "model_error", f"{exc.kind}: {exc}"
-            calls = tool_uses(message)
             if calls and spec.log is not None and self._calls_need_durable_identity(calls):
                 spec.log.flush()  # the calls are durable before they run: a restart repairs them
             if self._was_aborted():
@@ -224,41 +229,39 @@ class _Loop:
         if budget.max_wall_ms is not None and self._elapsed_ms() >= budget.max_wall_ms:
             raise _BudgetExceeded("max_wall_time")
 
-    async def _call_model(self) -> Message:
-        spec, stats = self.spec, self.stats
+    async def _call_model(self) -> tuple[Message, list[ToolUseBlock]]:
+        """One model call: the answer (already in the history) and its tool calls."""
+        spec, stats, ctx = self.spec, self.stats, self.ctx
         request = ModelRequest(
             model="",
             system=spec.system,
             messages=spec.messages,
             tools=self.schemas,
-            metadata=RequestMetadata(
-                agent_id=self.ctx.agent.agent_id,
-                agent_type=self.ctx.agent.agent_type,
-                prompt=spec.prompt,
-            ),
+            metadata=self.metadata,
             max_tokens=spec.max_output_tokens,
             thinking=spec.thinking,
-            abort=self.ctx.abort,
+            abort=ctx.abort,
         )
         if spec.caller.on_notice is None:
             spec.caller.on_notice = self._notice
         done = await spec.caller.call(request)
+        usage = done.usage
         stats.num_turns += 1
-        stats.usage.add(done.usage)
+        stats.usage.add(usage)
         stats.latest_input_tokens = (
-            done.usage.input_tokens
-            + done.usage.cache_read_input_tokens
-            + done.usage.cache_creation_input_tokens
+            usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
         )
         message = done.message
         self._append(message)
-        self.ctx.emit(AssistantEvent(agent=self.ctx.agent, message=message, usage=done.usage))
-        for call in tool_uses(message):
+        if ctx.emit is not discard:  # nobody watching: skip building the event
+            ctx.emit(AssistantEvent(agent=ctx.agent, message=message, usage=usage))
+        calls = tool_uses(message)
+        for call in calls:
             stats.tool_use_count += 1
             stats.note_activity(_describe_call(call["name"], call["input"]))
         if spec.on_turn is not None:
             spec.on_turn(stats)
-        return message
+        return message, calls
 
     async def _continue_after_answer(self, message: Message) -> bool:
         """After a final answer: more input waiting, or a Stop hook objecting, means go on."""
@@ -292,7 +295,8 @@ class _Loop:
         self.stats.call_outputs.extend(results)
         message = user_message(blocks)
         self._append(message)
-        self.ctx.emit(ToolResultsEvent(agent=self.ctx.agent, message=message))
+        if self.ctx.emit is not discard:
+            self.ctx.emit(ToolResultsEvent(agent=self.ctx.agent, message=message))
 
     def _settle_interrupted_turn(self) -> None:
         """Give every unanswered tool_use of the last turn a cancelled result."""
