@@ -417,7 +417,9 @@ class Session:
         await self.background.drain_writes()
         if self.background.records is not None:
             await self.background.records.drain()
-        await asyncio.to_thread(self.writer.close)
+        # Drained: the writer thread is idle, so closing it is a wake-up and a join, not a
+        # wait on the disk; no executor thread is started for it.
+        self.writer.close()
 
     def _caller(self) -> ModelCaller:
         return self.runtime.caller(self.model)

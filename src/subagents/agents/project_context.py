@@ -10,6 +10,7 @@ every request of the session carries the same bytes (prompt-cache friendly).
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,8 +77,18 @@ async def _git(cwd: Path, *args: str) -> str | None:
 
 
 async def _git_root(cwd: Path) -> Path | None:
+    if not _may_be_in_git(cwd):
+        return None  # most scratch folders: no `git` process just to hear "not a repository"
     out = await _git(cwd, "rev-parse", "--show-toplevel")
     return Path(out) if out else None
+
+
+def _may_be_in_git(cwd: Path) -> bool:
+    """False only when git certainly sees no repository here: no ``.git`` in ``cwd`` or any
+    parent, and no environment variable that points git elsewhere."""
+    if any(name in os.environ for name in ("GIT_DIR", "GIT_WORK_TREE")):
+        return True
+    return any(os.path.lexists(folder / ".git") for folder in (cwd, *cwd.parents))
 
 
 async def _git_status(cwd: Path) -> str:

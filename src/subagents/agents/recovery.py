@@ -126,7 +126,9 @@ async def reconcile_orphans(
     another live process holds is left to that process. ``hooks`` is the session's
     ``HookEngine`` (SubagentStop fires once per recovered child), or None.
     """
-    records = await asyncio.to_thread(_candidates, store, state)
+    # Inline, not on a thread: this reads only the `.running` index (usually empty) and the
+    # records it names, at session start, before any agent runs.
+    records = _candidates(store, state)
     results: list[RecoveryResult] = []
     for record in records:
         if not is_orphan(record):

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from subagents import json_codec
 from subagents.state import ProjectState
 from subagents.store import leases
 from subagents.store.activity import ActivityThrottle
@@ -671,5 +672,5 @@ class FileStore:
 
 
 def encode_record(record: SidecarRecord) -> bytes:
-    """Compact JSON: the C encoder (``indent`` would force the slow pure-Python one)."""
-    return json.dumps(record.to_dict(), separators=(",", ":")).encode() + b"\n"
+    """Compact JSON, one line (``json_codec``: the hot path's fast encoder)."""
+    return json_codec.dumps(record.to_dict()) + b"\n"

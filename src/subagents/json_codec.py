@@ -1,0 +1,27 @@
+"""Fast compact JSON for the durable hot path (transcript lines, sidecar records).
+
+Every model call appends a message or two to a transcript and every child writes its sidecar
+twice, so encoding is on the critical CPU path of a fan-out. ``orjson`` encodes these values
+about 15 times faster than the standard library (measured: a 1.5 KB sidecar 9.6 µs → 0.65 µs, a
+transcript message 2.2 µs → 0.15 µs). Its output is plain UTF-8 JSON that ``json.loads``
+reads back unchanged; the values it refuses (integers beyond 64 bits, non-string keys) are
+encoded by the standard library instead, so nothing a caller could pass fails here that would
+not fail there.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+_FALLBACK = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def dumps(value: Any) -> bytes:
+    """``value`` as compact UTF-8 JSON bytes (no trailing newline)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return _FALLBACK.encode(value).encode()

@@ -1,0 +1,50 @@
+"""The session's project context: instruction files and a git snapshot, and no `git` process
+where git certainly sees no repository."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from subagents import json_codec
+from subagents.agents import project_context
+from subagents.agents.project_context import load_project_context
+
+
+async def test_a_git_repository_gets_its_status(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "CLAUDE.md").write_text("be brief")
+    context = await load_project_context(tmp_path)
+    assert "Current branch:" in context.git_status
+    assert "be brief" in context.instructions
+
+
+async def test_a_plain_folder_spawns_no_git(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if any(p.joinpath(".git").exists() for p in (tmp_path, *tmp_path.parents)):
+        pytest.skip("the temp folder sits inside a git checkout")
+    calls: list[tuple[str, ...]] = []
+
+    async def spy(cwd: Path, *args: str) -> str | None:
+        calls.append(args)
+        return None
+
+    monkeypatch.delenv("GIT_DIR", raising=False)
+    monkeypatch.delenv("GIT_WORK_TREE", raising=False)
+    monkeypatch.setattr(project_context, "_git", spy)
+    context = await load_project_context(tmp_path)
+    assert context.git_status == "" and calls == []
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere.git"))
+    await load_project_context(tmp_path)
+    assert calls == [("rev-parse", "--show-toplevel")]  # GIT_DIR may point anywhere: ask git
+
+
+def test_fast_json_reads_back_like_the_standard_library() -> None:
+    value = {"text": "é ✓ \u2028", "n": [1, 2.5, None, True], "big": 2**70, "t": (1, 2)}
+    encoded = json_codec.dumps(value)
+    assert json.loads(encoded) == {**value, "t": [1, 2]}
+    assert json.loads(json_codec.dumps({1: "non-string key"})) == {"1": "non-string key"}
