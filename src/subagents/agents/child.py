@@ -96,6 +96,7 @@ def prepare_child(
         frame.permissions = checker
         frame.permission_mode = checker.context.mode
     abort = AbortSignal() if request.background else parent_ctx.abort.child()
+    transcript = runtime.transcript_for(agent_id)
     ctx = create_subagent_context(
         parent_ctx,
         agent=ref,
@@ -104,7 +105,8 @@ def prepare_child(
         cwd=request.cwd,
         roots=request.roots,
         can_use_tool=child_permissions(checker or parent_ctx.can_use_tool, definition),
-        hooks=child_hooks(runtime, definition, run, runtime.transcript_for(agent_id)),
+        hooks=child_hooks(runtime, definition, run, transcript),
+        transcript=transcript,
     )
     return AgentJob(
         parent_tool_names=tuple(parent.tool_names()),
@@ -115,7 +117,7 @@ def prepare_child(
         ctx=ctx,
         messages=messages,
         budget=Budget(max_turns=definition.max_turns),
-        transcript=runtime.transcript_for(agent_id),
+        transcript=transcript,
         tool_schemas=frame.tool_schemas,
         tool_concurrency=runtime.config.tool_concurrency,
         worktree=request.worktree,

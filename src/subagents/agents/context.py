@@ -20,7 +20,7 @@ emit events, and those are tagged with its identity.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from subagents.abort import AbortSignal
 from subagents.agents.leftovers import group_recorder, pids_path
@@ -40,8 +40,12 @@ def create_subagent_context(
     roots: tuple[Path, ...] | None = None,
     can_use_tool: CanUseTool | None = None,
     hooks: LoopHooks | None = None,
+    transcript: Path | Literal["ask"] | None = "ask",
 ) -> ToolContext:
-    """Derive a child's context from its parent's (see the module docstring for each field)."""
+    """Derive a child's context from its parent's (see the module docstring for each field).
+
+    ``transcript`` is the child's transcript path when the caller knows it already (None: it
+    has none); by default it is asked of ``services``."""
     child_cwd = cwd or parent.cwd
     return ToolContext(
         cwd=child_cwd,
@@ -49,7 +53,7 @@ def create_subagent_context(
         abort=abort,
         agent=agent,
         emit=parent.emit,
-        processes=_child_tracker(parent.services, agent),
+        processes=_child_tracker(parent.services, agent, transcript),
         read_files=dict(parent.read_files),
         can_use_tool=can_use_tool,
         hooks=hooks,
@@ -59,11 +63,14 @@ def create_subagent_context(
     )
 
 
-def _child_tracker(services: Any, agent: AgentRef) -> ProcessTracker:
+def _child_tracker(
+    services: Any, agent: AgentRef, transcript: Path | Literal["ask"] | None
+) -> ProcessTracker:
     """A fresh tracker that also records each group on disk (``agents.leftovers``), so crash
     recovery can kill the child's shells after the runtime itself was killed."""
-    transcript_for = getattr(services, "transcript_for", None)
-    transcript = transcript_for(agent.agent_id) if callable(transcript_for) else None
+    if isinstance(transcript, str):  # "ask"
+        transcript_for = getattr(services, "transcript_for", None)
+        transcript = transcript_for(agent.agent_id) if callable(transcript_for) else None
     if not isinstance(transcript, Path):
         return ProcessTracker()
     return ProcessTracker(on_add=group_recorder(pids_path(transcript)))

@@ -78,6 +78,9 @@ class AgentRuntime:
     running_children: int = 0
     sink: EventSink = discard
     on_child_done: list[Callable[[AgentRun], None]] = field(default_factory=list)
+    _agents_dir: tuple[ProjectState | None, Path] = field(
+        default=(None, Path()), init=False, repr=False, compare=False
+    )
 
     def emit(self, event: Event) -> None:
         self.sink(event)
@@ -98,7 +101,14 @@ class AgentRuntime:
         return ModelCaller(model=model, policy=self.retry, fallback=self.fallback)
 
     def transcript_for(self, agent_id: str) -> Path | None:
-        return self.state.agent_transcript(agent_id) if self.transcripts else None
+        if not self.transcripts:
+            return None
+        # ``state.agent_transcript`` with the folder joined once per state, not per child:
+        # each pathlib join parses its parts again.
+        state, folder = self._agents_dir
+        if state is not self.state:
+            state, folder = self._agents_dir = (self.state, self.state.agents_dir)
+        return folder / f"{agent_id}.jsonl"
 
     async def start_background_shell(self, command: str, ctx: Any, description: str | None) -> Any:
         """The Bash tool's seam for ``run_in_background``."""
