@@ -6,46 +6,57 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from subagents.messages import Message
-from subagents.store.transcript import TranscriptWriter, _encode, read_messages, read_records
+from subagents.store.transcript import TranscriptWriter, read_messages, read_records
 
 REFERENCE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
-VALUES: list[Any] = [
-    "plain",
-    'quote " backslash \\ newline \n tab \t nul \x00 line-sep \u2028',
-    "é ü 😀 中文",
-    0,
-    -7,
-    10**30,
-    1.5,
-    1e16,
-    -0.0,
-    float("nan"),
-    float("inf"),
-    True,
-    None,
-    [],
-    {},
-    (1, "two"),
-    {"a": [1, {"b": "ü"}], 1: 2, 2.5: 3, None: 1},
-    {False: 0},
+ODD_MESSAGES: list[Message] = [
+    {"role": "user", "content": 'quote " backslash \\ newline \n tab \t nul \x00 sep \u2028'},
+    {"role": "user", "content": "é ü 😀 中文"},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": ""},
+            {
+                "type": "tool_use",
+                "id": "toolu_1",
+                "name": "Note",
+                "input": {"n": [0, -7, 1.5, 1e16, -0.0, True, None, {}], "big": 10**30},
+            },
+        ],
+    },
+    {  # a key that is not a string
+        "role": "user",
+        "content": [{"type": "text", "text": "x"}],
+        "extra": {1: "int key"},  # type: ignore[typeddict-unknown-key]
+    },
 ]
 
 
-@pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
-def test_encoding_matches_the_compact_json_encoder(value: Any) -> None:
-    assert _encode(value) == REFERENCE(value)
+def test_lines_are_the_compact_json_of_each_message(tmp_path: Path) -> None:
+    path = tmp_path / "odd.jsonl"
+    writer = TranscriptWriter(path)
+    for item in ODD_MESSAGES:
+        writer.append(item)
+    writer.close()
+    lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines: it splits at U+2028
+    for line, item in zip(lines, ODD_MESSAGES, strict=False):
+        assert json.loads(line) == json.loads(REFERENCE({"type": "message", "message": item}))
+    assert read_messages(path) == json.loads(REFERENCE(ODD_MESSAGES))
 
 
-def test_an_unserialisable_value_fails_and_later_encodes_still_work() -> None:
+def test_an_unserialisable_message_fails_and_the_writer_still_works(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    writer = TranscriptWriter(path)
     with pytest.raises(TypeError):
-        _encode({"x": object()})
-    assert _encode({"x": [1]}) == '{"x":[1]}'
+        writer.append({"role": "user", "content": [object()]})  # type: ignore[list-item]
+    writer.append(message("fine"))
+    writer.close()
+    assert read_messages(path) == [message("fine")]
 
 
 def message(text: str) -> Message:

@@ -9,37 +9,16 @@ on the hot path: a crash loses at most the turn in flight, which recovery treats
 from __future__ import annotations
 
 import json
-import json.encoder
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from subagents.json_codec import dumps
 from subagents.messages import Message
 from subagents.state import ensure_private_dir
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _compact_encoder() -> Callable[[Any], str]:
-    """Compact JSON text: what ``JSONEncoder(ensure_ascii=False, separators=(",", ":"))`` gives.
-
-    ``JSONEncoder.encode`` builds a new C encoder on every call, which cost as much as encoding
-    a small message; the C encoder is built once here instead. It runs without circular-reference
-    markers (``check_circular=False``): shared markers would go stale after a failed encode, and
-    messages are wire data, so a cycle would only turn a ``ValueError`` into a ``RecursionError``.
-    """
-    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (another interpreter): the pure-Python path
-        return encoder.encode
-    chunks = make(
-        None, encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
-    )
-    return lambda value: "".join(chunks(value, 0))
-
-
-_encode = _compact_encoder()
 
 
 _PRIVATE_FOLDERS: set[str] = set()
@@ -82,22 +61,23 @@ class TranscriptWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = _open_private(path)
-        self._pending: list[str] = []
+        self._pending: list[bytes] = []
         self._turns = 0
 
     def append(self, message: Message) -> None:
-        self._pending.append(f'{{"type":"message","message":{_encode(message)}}}')
+        # json_codec (orjson): encoding each message was most of a durable transcript's cost
+        self._pending.append(b'{"type":"message","message":' + dumps(message) + b"}")
 
     def record(self, entry: dict[str, Any]) -> None:
-        self._pending.append(_encode(entry))
+        self._pending.append(dumps(entry))
 
     def flush(self) -> None:
         """Write everything buffered with one system call, ending with a turn marker."""
         if not self._pending:
             return
         self._turns += 1
-        self._pending.append(f'{{"type":"turn_completed","turn":{self._turns}}}\n')
-        data = "\n".join(self._pending).encode()
+        self._pending.append(b'{"type":"turn_completed","turn":%d}\n' % self._turns)
+        data = b"\n".join(self._pending)
         self._pending.clear()
         _write_all(self._fd, data)
 
