@@ -326,18 +326,12 @@ class BackgroundAgentManager:
         """Honour ``subagents tasks stop`` from another process: it sets the durable flag."""
         if self.records is None:
             return
-        store = self.records.store
+        records = self.records
         while True:
             await asyncio.sleep(interval_s)
-            for agent_id, child in list(self._children.items()):
-                if child.finalized:
-                    continue
-                try:
-                    record = store.get(agent_id)
-                except Exception:
-                    continue
-                if record is not None and record.stop_requested:
-                    await self.registry.kill(agent_id)
+            live = [agent_id for agent_id, c in self._children.items() if not c.finalized]
+            for agent_id in _stop_requested(records.store, records.project_path, live):
+                await self.registry.kill(agent_id)
 
     def _notify_parent(self, child: _Child) -> None:
         run, state = child.run, child.state
@@ -585,3 +579,26 @@ def completed_output(run: AgentRun) -> ToolOutput:
     payload["status"] = run.status
     headline = f"Agent {run.agent_type} ended without completing ({reason})."
     return ToolOutput(content=f"{headline}{partial}\n\n{trailer}", is_error=True, metadata=payload)
+
+
+def _stop_requested(store: Any, project_path: str, live: list[str]) -> list[str]:
+    """Which of ``live`` another process asked to stop: one listing where the store keeps
+    requests as files (``FileStore.stop_requested_ids``), else a read of each record."""
+    if not live:
+        return []
+    listing = getattr(store, "stop_requested_ids", None)
+    if listing is not None:
+        try:
+            requested: set[str] = listing(project_path)
+        except OSError:
+            return []
+        return [agent_id for agent_id in live if agent_id in requested]
+    stopped: list[str] = []
+    for agent_id in live:
+        try:
+            record = store.get(agent_id)
+        except Exception:
+            continue
+        if record is not None and record.stop_requested:
+            stopped.append(agent_id)
+    return stopped

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import functools
+import itertools
 import os
 import re
 import secrets
@@ -106,8 +107,7 @@ def stage_write(path: str, data: bytes, *, target_checked: bool = False) -> Stag
     if not target_checked:
         refuse_symlink(path)
     folder, name = os.path.split(path)
-    temp = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(temp, _WRITE_FLAGS, FILE_MODE)
+    temp, fd = _open_temp(folder, name)
     try:
         _write_all(fd, data)
         info = os.fstat(fd)
@@ -118,6 +118,26 @@ def stage_write(path: str, data: bytes, *, target_checked: bool = False) -> Stag
         _unlink_quietly(temp)
         raise
     return StagedWrite(path=path, temp=temp, fd=fd, info=info)
+
+
+_temp_names = itertools.count()
+_temp_prefix: list[str] = []
+
+
+def _open_temp(folder: str, name: str) -> tuple[str, int]:
+    """A new temp file beside ``name``: ``.<name>.<random>.<n>.tmp``, created ``O_EXCL``.
+
+    The random part is drawn once per process and a counter makes each name new, so a write
+    costs no ``getrandom`` call; a name someone planted (``EEXIST``) gets a fresh draw."""
+    for _ in range(8):
+        if not _temp_prefix:
+            _temp_prefix.append(secrets.token_hex(6))
+        temp = os.path.join(folder, f".{name}.{_temp_prefix[0]}.{next(_temp_names)}.tmp")
+        try:
+            return temp, os.open(temp, _WRITE_FLAGS, FILE_MODE)
+        except FileExistsError:
+            _temp_prefix.clear()
+    raise FileExistsError(errno.EEXIST, f"{folder}: could not create a fresh temp file")
 
 
 def commit_writes(writes: Sequence[StagedWrite]) -> list[BaseException | None]:

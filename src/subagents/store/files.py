@@ -69,7 +69,6 @@ logger = logging.getLogger(__name__)
 SIDECAR_SUFFIX = ".json"
 RUNNING_DIR = ".running"
 STOP_DIR = ".stop"
-_MARK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 LOCK_NAME = ".store.lock"
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
@@ -304,7 +303,9 @@ class FileStore:
             path = self._agents_dir(record.project_path) / f"{agent_id}{SIDECAR_SUFFIX}"
             if write.create and os.path.lexists(path):
                 raise DuplicateAgentError(f"agent {agent_id} already has a record")
-        return stage_write(str(path), write.data, target_checked=write.create)
+        # A known path needs no symlink check: the rename replaces whatever sits there (a
+        # planted symlink included) rather than writing through it.
+        return stage_write(str(path), write.data, target_checked=True)
 
     def _remember_written(self, path: Path, record: SidecarRecord, staged: StagedWrite) -> None:
         with self._mutex:
@@ -430,7 +431,7 @@ class FileStore:
             return current
         marker = path.parent / STOP_DIR / current.agent_id
         ensure_private_tree(self.state.home, marker.parent)
-        os.close(os.open(marker, _MARK_FLAGS, FILE_MODE))
+        _make_marker(str(marker))
         fsync_dir(marker.parent)
         return replace(current, stop_requested=True)
 
@@ -477,22 +478,33 @@ class FileStore:
         """Keep ``.running/<id>`` in step with the record, so start-up recovery finds the runs
         that may be orphans without reading every sidecar the project ever wrote."""
         agent_id = record.agent_id
-        marker = folder / RUNNING_DIR / agent_id
+        markers = folder / RUNNING_DIR
         try:
             if not record.is_terminal:
                 if agent_id not in self._marked:
-                    if marker.parent not in self._marker_dirs:
-                        ensure_private_tree(self.state.home, marker.parent)
-                        self._marker_dirs.add(marker.parent)
-                    os.close(os.open(marker, _MARK_FLAGS, FILE_MODE))
+                    if markers not in self._marker_dirs:
+                        ensure_private_tree(self.state.home, markers)
+                        self._marker_dirs.add(markers)
+                    _make_marker(f"{markers}/{agent_id}")
                     self._marked.add(agent_id)
-            elif agent_id in self._marked or os.path.lexists(marker):
+            elif agent_id in self._marked:
                 self._marked.discard(agent_id)
+                os.unlink(f"{markers}/{agent_id}")
+            elif os.path.lexists(marker := f"{markers}/{agent_id}"):
                 os.unlink(marker)
         except FileNotFoundError:
             pass
         except OSError as exc:  # the record is written; a marker is only an index
             logger.warning("running marker of %s: %s", agent_id, exc)
+
+    def stop_requested_ids(self, project_path: str | Path) -> set[str]:
+        """Ids of this project's runs with a stop request on file (one directory listing, so
+        a session can poll for ``tasks stop`` without reading every running record)."""
+        folder = ProjectState(home=self.state.home, project=Path(str(project_path))).agents_dir
+        try:
+            return set(os.listdir(folder / STOP_DIR))
+        except FileNotFoundError:
+            return set()
 
     def list_running(self, project_path: str | Path) -> list[SidecarRecord]:
         """Records of this project that are still ``running`` (orphan candidates).
@@ -669,6 +681,14 @@ class FileStore:
             self._activity.forget(record.agent_id)
         else:
             self._activity.written(record.agent_id, record.last_active_at)
+
+
+def _make_marker(path: str) -> None:
+    """An empty ``0600`` file in one system call (``mknod`` never follows a symlink)."""
+    try:
+        os.mknod(path, FILE_MODE | stat.S_IFREG)
+    except FileExistsError:
+        pass
 
 
 def encode_record(record: SidecarRecord) -> bytes:
