@@ -580,3 +580,37 @@ def test_a_stop_request_from_another_process_survives_the_owners_next_write(
     seen = _store(tmp_path).get("a00000001")
     assert seen is not None and seen.stop_requested and seen.last_active_at == later.last_active_at
     assert owner.get("a00000001").stop_requested  # type: ignore[union-attr]
+
+
+async def test_the_commit_pipeline_keeps_order_and_reports_each_commit_once(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+    from dataclasses import replace
+
+    from subagents.store.pipeline import CommitPipeline
+
+    store, writer = _store(tmp_path), DurableWriter(name="test-pipeline")
+    pipeline = CommitPipeline(writer=writer, loop=asyncio.get_running_loop())
+    done: list[tuple[str, str, list[BaseException | None]]] = []
+    record = _record("a00000001")
+    second = replace(record, description="second")
+    versions = [record, second, replace(second, status="failed")]
+    for i, version in enumerate(versions):  # three rounds' worth, added while earlier ones run
+        commit = store.prepare_owned([_owned(version, create=i == 0)])
+        pipeline.add(commit, lambda c: done.append((c.writes[0].record.status, "", c.errors)))
+        await asyncio.sleep(0)
+    await pipeline.drain()
+    assert [(status, errors) for status, _, errors in done] == [
+        ("running", [None]),
+        ("running", [None]),
+        ("failed", [None]),
+    ]
+    on_disk = _disk(store, "a00000001")
+    assert on_disk["status"] == "failed" and on_disk["description"] == "second"
+    writer.close()
+    late = store.prepare_owned([_owned(_record("a00000002"), create=True)])
+    pipeline.add(late, lambda c: done.append(("late", "", c.errors)))
+    await pipeline.drain()
+    assert done[-1][0] == "late" and isinstance(done[-1][2][0], RuntimeError)
+    assert store.get("a00000002") is None  # nothing unsynced was renamed into place

@@ -21,7 +21,6 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +28,7 @@ from subagents.agents.runner import AgentJob, AgentRun
 from subagents.agents.runtime import AgentFrame
 from subagents.agents.tasks import TaskState
 from subagents.store.files import BatchOp, BatchOutcome, OwnedWrite, OwnerCommit, encode_record
+from subagents.store.pipeline import CommitPipeline
 from subagents.store.process_identity import ProcessIdentity, current_identity
 from subagents.store.protocol import Store
 from subagents.store.records import (
@@ -62,6 +62,7 @@ class DurableRecords:
     _handover: asyncio.Handle | None = None
     _latest: dict[str, SidecarRecord] = field(default_factory=dict)
     """The latest record of each running child this session owns (see ``_change``)."""
+    _pipeline: CommitPipeline | None = None
     _inflight: set[asyncio.Future[None]] = field(default_factory=set)
     """One future per batch handed over and not yet settled (``drain`` waits for them)."""
 
@@ -115,32 +116,13 @@ class DurableRecords:
         self, loop: asyncio.AbstractEventLoop, commit: OwnerCommit, ops: list[_Op]
     ) -> None:
         """The owner's records, staged here on the loop: the writer thread only waits for the
-        disk (``sync``, ``sync_renamed``, one or two system calls per batch) while the renames
-        run back on the loop. Python work and system calls on the thread would each hand the
-        GIL back and forth with the busy loop, which costs far more than the work itself."""
+        disk (``store.pipeline``) while the renames run back on the loop. Python work and
+        system calls on the thread would each hand the GIL back and forth with the busy loop,
+        which costs far more than the work itself."""
         batch = self._batch_future(loop)
-
-        def synced(done: concurrent.futures.Future[None]) -> None:
-            commit.publish(failed=done.exception())
-            self._wait_then(loop, commit.sync_renamed, lambda _: _settle_owned(commit, ops, batch))
-
-        self._wait_then(loop, commit.sync, synced)
-
-    def _wait_then(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        wait: Callable[[], None],
-        then: Callable[[concurrent.futures.Future[None]], None],
-    ) -> None:
-        """Run ``wait`` on the writer thread, then ``then(its future)`` back on the loop."""
-        try:
-            done = self.writer.submit(wait)
-        except RuntimeError as exc:  # the writer is closed: the session is going away
-            failed: concurrent.futures.Future[None] = concurrent.futures.Future()
-            failed.set_exception(exc)
-            then(failed)
-            return
-        done.add_done_callback(lambda f: loop.call_soon_threadsafe(then, f))
+        if self._pipeline is None or self._pipeline.loop is not loop:
+            self._pipeline = CommitPipeline(writer=self.writer, loop=loop)
+        self._pipeline.add(commit, lambda done: _settle_owned(done, ops, batch))
 
     def started(self, job: AgentJob, state: TaskState) -> None:
         record = build_record(

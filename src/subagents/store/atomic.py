@@ -237,6 +237,19 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
+def syncfs_once(fd: int) -> bool:
+    """Flush the whole file system ``fd`` is on with one ``syncfs``; False where that is not
+    available or failed (then the caller syncs file by file, which reports errors per file)."""
+    syncfs = _syncfs()
+    if syncfs is None:
+        return False
+    try:
+        syncfs(fd)
+    except OSError:
+        return False
+    return True
+
+
 @functools.cache
 def _syncfs() -> Callable[[int], None] | None:
     """``syncfs(2)`` from libc, or None where it is missing or cannot report write errors.

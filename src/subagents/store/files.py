@@ -154,6 +154,11 @@ class OwnerCommit:
             if error is None:
                 self.store._remember_written(Path(staged.path), self.writes[i].record, staged)
 
+    def fail(self, error: BaseException) -> None:
+        """Mark every write that has not failed yet as failed with ``error`` (its renames may
+        have happened, but are not known durable)."""
+        self.errors[:] = [e or error for e in self.errors]
+
     def sync_renamed(self) -> None:
         """On a thread: make the renames durable (one directory ``fsync`` per folder)."""
         errors = [self.errors[i] for i in self._staged_index]
