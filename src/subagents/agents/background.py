@@ -278,6 +278,9 @@ class BackgroundAgentManager:
             return
         child.finalized = True
         run, state = child.run, child.state
+        # A finished child is no longer the manager's business (its record, task state and
+        # result live on); dropping it lets its loop, messages and tools be freed.
+        self._children.pop(run.agent_id, None)
         self.runtime.running_children -= 1
         self.inboxes.pop(run.agent_id, None)
         if child.task.cancelled() and run.status == "running":

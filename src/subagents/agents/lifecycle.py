@@ -34,6 +34,9 @@ async def run_child(runtime: AgentRuntime, job: AgentJob) -> LoopOutcome:
     try:
         return await run_agent(job)
     finally:
+        # Turn callbacks close over the job (a reference cycle): a finished child's objects
+        # are then freed at once by reference counting, not by a full collection later.
+        job.on_turn = None
         abort = job.ctx.abort
         if isinstance(abort, LinkedAbortSignal):
             abort.unlink()  # the parent's signal forgets a child that has ended

@@ -236,6 +236,13 @@ class TaskRegistry:
         task.notified = True
         return True
 
+    def release(self) -> None:
+        """Forget every listener and kill operation (the session is over): they are bound
+        methods of the managers that hold this registry, a reference cycle otherwise left
+        to a full garbage collection. The tasks themselves stay readable."""
+        self._listeners.clear()
+        self._kinds.clear()
+
     def on_terminal(self, callback: TerminalListener) -> None:
         """Call ``callback(task)`` right after any task reaches a terminal status."""
         self._listeners.append(callback)

@@ -168,6 +168,10 @@ class _Loop:
                 unbind()
             if spec.log is not None:
                 spec.log.flush()
+            if spec.caller.on_notice == self._notice:
+                # The caller holds this loop through the bound method: drop it, so a finished
+                # loop is freed by reference counting rather than a full garbage collection.
+                spec.caller.on_notice = None
         return self._outcome(reason, error)
 
     async def _cycle(self) -> tuple[TerminalReason, str | None]:

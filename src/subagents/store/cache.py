@@ -28,50 +28,50 @@ class _Entry:
 
 
 class RecordCache:
-    """Sidecars by agent id; ``len(terminal) <= capacity`` always, running entries unbounded."""
+    """Sidecars by agent id; ``len(terminal) <= capacity`` always, running entries unbounded.
+
+    Terminal and running entries live in separate maps, so eviction takes the least recently
+    used terminal entry in O(1) instead of scanning past the running ones."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
         self.capacity = capacity
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._terminal = 0
+        self._terminal: OrderedDict[str, _Entry] = OrderedDict()  # least recently used first
+        self._running: dict[str, _Entry] = {}
 
     def get(self, agent_id: str, signature: Signature) -> SidecarRecord | None:
         """The cached record if its file still has ``signature``; marks it recently used."""
-        entry = self._entries.get(agent_id)
-        if entry is None or entry.signature != signature:
+        entry = self._running.get(agent_id)
+        if entry is None:
+            entry = self._terminal.get(agent_id)
+            if entry is None or entry.signature != signature:
+                return None
+            self._terminal.move_to_end(agent_id)
+        elif entry.signature != signature:
             return None
-        self._entries.move_to_end(agent_id)
         return entry.record
 
     def put(self, record: SidecarRecord, signature: Signature) -> None:
         self.discard(record.agent_id)
-        self._entries[record.agent_id] = _Entry(record=record, signature=signature)
-        if record.is_terminal:
-            self._terminal += 1
-            self._evict()
+        entry = _Entry(record=record, signature=signature)
+        if not record.is_terminal:
+            self._running[record.agent_id] = entry
+            return
+        self._terminal[record.agent_id] = entry
+        while len(self._terminal) > self.capacity:
+            self._terminal.popitem(last=False)
 
     def discard(self, agent_id: str) -> None:
-        entry = self._entries.pop(agent_id, None)
-        if entry is not None and entry.record.is_terminal:
-            self._terminal -= 1
-
-    def _evict(self) -> None:
-        """Drop least recently used terminal entries until within capacity; skip running ones."""
-        if self._terminal <= self.capacity:
-            return
-        for agent_id in [k for k, e in self._entries.items() if e.record.is_terminal]:
-            self.discard(agent_id)
-            if self._terminal <= self.capacity:
-                return
+        if self._running.pop(agent_id, None) is None:
+            self._terminal.pop(agent_id, None)
 
     @property
     def terminal_count(self) -> int:
-        return self._terminal
+        return len(self._terminal)
 
     def __contains__(self, agent_id: object) -> bool:
-        return agent_id in self._entries
+        return agent_id in self._running or agent_id in self._terminal
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._running) + len(self._terminal)

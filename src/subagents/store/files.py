@@ -152,7 +152,7 @@ class OwnerCommit:
         for i, staged, error in zip(self._staged_index, self.staged, errors, strict=True):
             self.errors[i] = error
             if error is None:
-                self.store._remember_written(Path(staged.path), self.writes[i].record, staged)
+                self.store._remember_written(staged.path, self.writes[i].record, staged)
 
     def fail(self, error: BaseException) -> None:
         """Mark every write that has not failed yet as failed with ``error`` (its renames may
@@ -199,7 +199,8 @@ class FileStore:
         self._activity = ActivityThrottle(clock=clock, interval=activity_interval)
         self._paths: dict[str, Path] = {}
         self._marked: set[str] = set()
-        self._marker_dirs: set[Path] = set()
+        self._marker_dirs: set[str] = set()
+        self._owned_folders: dict[str, str] = {}  # project path -> agents folder (owner writes)
         self._folders: dict[str, Path] = {}  # project path -> its agents folder, made private
         self._writing = threading.RLock()  # writers of this process, one at a time
         self._mutex = threading.Lock()  # the cache; held briefly, so readers never wait on I/O
@@ -303,21 +304,24 @@ class FileStore:
     def _stage_owned(self, write: OwnedWrite) -> StagedWrite:
         record = write.record
         agent_id = check_agent_id(record.agent_id)
-        path = self._paths.get(agent_id) if not write.create else None
-        if path is None:
-            path = self._agents_dir(record.project_path) / f"{agent_id}{SIDECAR_SUFFIX}"
-            if write.create and os.path.lexists(path):
-                raise DuplicateAgentError(f"agent {agent_id} already has a record")
-        # A known path needs no symlink check: the rename replaces whatever sits there (a
-        # planted symlink included) rather than writing through it.
-        return stage_write(str(path), write.data, target_checked=True)
+        folder = self._owned_folders.get(record.project_path)
+        if folder is None:
+            folder = self._owned_folders[record.project_path] = str(
+                self._agents_dir(record.project_path)
+            )
+        # Strings, not Paths: pathlib parsing cost as much as the system calls here.
+        path = f"{folder}/{agent_id}{SIDECAR_SUFFIX}"
+        if write.create and os.path.lexists(path):
+            raise DuplicateAgentError(f"agent {agent_id} already has a record")
+        # No symlink check: the rename replaces whatever sits at ``path`` (a planted symlink
+        # included) rather than writing through it.
+        return stage_write(path, write.data, target_checked=True)
 
-    def _remember_written(self, path: Path, record: SidecarRecord, staged: StagedWrite) -> None:
+    def _remember_written(self, path: str, record: SidecarRecord, staged: StagedWrite) -> None:
         with self._mutex:
             self.cache.put(record, _signature(staged.info))
-        self._paths[record.agent_id] = path
         self._note_written(record)
-        self._mark(path.parent, record)
+        self._mark(os.path.dirname(path), record)
 
     def _batch_folders(self, ops: Sequence[BatchOp]) -> list[Path]:
         """Every folder the batch writes in, so all their locks are taken up front (sorted).
@@ -477,18 +481,19 @@ class FileStore:
             if error is not None:
                 self._fail(entry, error, outcomes)
                 continue
-            self._remember_written(entry.path, entry.record, write)
+            self._paths[entry.record.agent_id] = entry.path
+            self._remember_written(str(entry.path), entry.record, write)
 
-    def _mark(self, folder: Path, record: SidecarRecord) -> None:
+    def _mark(self, folder: str, record: SidecarRecord) -> None:
         """Keep ``.running/<id>`` in step with the record, so start-up recovery finds the runs
         that may be orphans without reading every sidecar the project ever wrote."""
         agent_id = record.agent_id
-        markers = folder / RUNNING_DIR
+        markers = f"{folder}/{RUNNING_DIR}"
         try:
             if not record.is_terminal:
                 if agent_id not in self._marked:
                     if markers not in self._marker_dirs:
-                        ensure_private_tree(self.state.home, markers)
+                        ensure_private_tree(self.state.home, Path(markers))
                         self._marker_dirs.add(markers)
                     _make_marker(f"{markers}/{agent_id}")
                     self._marked.add(agent_id)

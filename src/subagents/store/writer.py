@@ -118,6 +118,7 @@ class DurableWriter:
                 self._queue.put(None)  # wakes a sleeping worker; it finishes the queue first
         if worker is not None and worker is not threading.current_thread():
             worker.join()
+        self._last = None  # its callbacks may hold the caller (a cycle through this writer)
 
     # -- the worker thread ----------------------------------------------------------------
 
