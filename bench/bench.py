@@ -156,6 +156,8 @@ class Figures:
     ideal_s: float
     peak_rss_mb: float
     baseline_cpu_s: float
+    run_us: list[float]
+    """CPU µs per model call of each measured run (the spread behind the mean)."""
 
     @property
     def cpu_us_per_call(self) -> float:
@@ -177,7 +179,8 @@ class Figures:
             f"{self.baseline_us_per_call:5.1f}, net "
             f"{self.cpu_us_per_call - self.baseline_us_per_call:5.1f})  "
             f"wall={self.wall_s * 1000:7.1f} ms  "
-            f"wall/ideal={ratio}  peak RSS={self.peak_rss_mb:6.1f} MB"
+            f"wall/ideal={ratio}  peak RSS={self.peak_rss_mb:6.1f} MB  "
+            f"runs {min(self.run_us):.0f}-{max(self.run_us):.0f} µs"
         )
 
 
@@ -244,7 +247,11 @@ def baseline_cpu(workload: str, latency_ms: int, n: int, k: int, width: int) -> 
     return time.process_time() - start
 
 
-def measure(workload: str, latency_ms: int, n: int, k: int) -> Figures:
+def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Figures:
+    """One warm-up run, then ``runs`` measured runs, each in a fresh project folder of its own
+    (so each session starts like a first run, with no earlier records to reconcile). CPU is
+    totalled over the measured runs — the mean per model call, so the occasional garbage
+    collection a run triggers is counted, not dodged by picking a lucky run."""
     width = n if workload == "fanout-wide" else 10
     config = RuntimeConfig(tool_concurrency=width, max_concurrent_subagents=max(20, width))
     if workload.startswith("fanout"):
@@ -253,15 +260,26 @@ def measure(workload: str, latency_ms: int, n: int, k: int) -> Figures:
     else:
         script, ideal = chain_script(n, latency_ms), (3 * n + 1) * latency_ms / 1000
     base = bench_dir()
-    # Warm-up (imports, first-call costs) and measured run each in a project of their own, so
-    # the measured session starts like a first run (no earlier records to reconcile).
-    with tempfile.TemporaryDirectory(prefix="warm-", dir=base) as warm:
-        asyncio.run(run_once(script, Path(warm), config))
-    with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
-        calls, cpu, wall = asyncio.run(run_once(script, Path(tmp), config))
+    per_run: list[tuple[int, float, float]] = []
+    for index in range(runs + 1):
+        with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
+            figures = asyncio.run(run_once(script, Path(tmp), config))
+        if index:  # the first run is the warm-up (imports, first-call costs)
+            per_run.append(figures)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     baseline = baseline_cpu(workload, latency_ms, n, k, width)
-    return Figures(workload, latency_ms, calls, cpu, wall, ideal, rss_mb, baseline)
+    calls = sum(c for c, _, _ in per_run)
+    return Figures(
+        workload,
+        latency_ms,
+        calls // runs,
+        cpu_s=sum(cpu for _, cpu, _ in per_run) / runs,
+        wall_s=sum(wall for _, _, wall in per_run) / runs,
+        ideal_s=ideal,
+        peak_rss_mb=rss_mb,
+        baseline_cpu_s=baseline,
+        run_us=[cpu / c * 1e6 for c, cpu, _ in per_run],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=int, action="append", help="ms; repeatable")
     parser.add_argument("--n", type=int, default=50)
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=5, help="measured runs (after a warm-up)")
     parser.add_argument("--json", action="store_true", help="print figures as JSON lines")
     parser.add_argument(
         "--durability",
@@ -285,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     workloads = ["fanout", "fanout-wide", "chain"] if args.workload == "all" else [args.workload]
     for workload in workloads:
         for latency in args.latency or [0, 20]:
-            figures = measure(workload, latency, args.n, args.k)
+            figures = measure(workload, latency, args.n, args.k, args.runs)
             if args.json:
                 print(
                     json.dumps(

@@ -614,3 +614,33 @@ async def test_the_commit_pipeline_keeps_order_and_reports_each_commit_once(
     await pipeline.drain()
     assert done[-1][0] == "late" and isinstance(done[-1][2][0], RuntimeError)
     assert store.get("a00000002") is None  # nothing unsynced was renamed into place
+
+
+async def test_on_a_ram_file_system_a_commit_needs_no_thread_round(tmp_path: Path) -> None:
+    """tmpfs has no disk to wait for: the commit is renamed into place as it is added; on a
+    disk-backed folder it waits for the writer thread's sync round."""
+    import asyncio
+    import tempfile
+
+    from subagents.store.pipeline import CommitPipeline
+
+    ram = Path("/dev/shm")
+    if not ram.is_dir() or atomic.needs_sync(os.stat(ram).st_dev):
+        pytest.skip("no tmpfs at /dev/shm")
+    loop, writer = asyncio.get_running_loop(), DurableWriter(name="test-ram")
+    pipeline = CommitPipeline(writer=writer, loop=loop)
+    done: list[str] = []
+    with tempfile.TemporaryDirectory(dir=ram) as folder:
+        store = FileStore(ProjectState(home=Path(folder) / "home", project=Path(PROJECT)))
+        commit = store.prepare_owned([_owned(_record("a00000001"), create=True)])
+        pipeline.add(commit, lambda c: done.append("ram"))
+        assert done == ["ram"] and commit.errors == [None]
+        assert store.get("a00000001") is not None and writer.stats.batches == 0
+    disk = _store(tmp_path)
+    if atomic.needs_sync(os.stat(tmp_path).st_dev):
+        commit = disk.prepare_owned([_owned(_record("a00000002"), create=True)])
+        pipeline.add(commit, lambda c: done.append("disk"))
+        assert done == ["ram"]  # not yet: the sync round runs on the writer thread
+        await pipeline.drain()
+        assert done == ["ram", "disk"] and disk.get("a00000002") is not None
+    writer.close()

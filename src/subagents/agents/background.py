@@ -166,7 +166,8 @@ class BackgroundAgentManager:
         if self.records is not None:
             self.records.started(job, state)
             self._track_activity(job, self.records)
-        task = asyncio.create_task(run_child(runtime, job), name=f"agent:{run.agent_id}")
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(run_child(runtime, job), name=f"agent:{run.agent_id}")
         child = _Child(job=job, task=task, state=state, background=background)
         self._children[run.agent_id] = child
         return child
@@ -185,6 +186,7 @@ class BackgroundAgentManager:
     async def _wait_foreground(self, child: _Child) -> bool:
         """Wait for a foreground child; True when it was moved to the background instead."""
         config = self.runtime.config
+        loop = child.task.get_loop()
         started = time.monotonic()
         auto_s = config.auto_background_ms / 1000 if config.auto_background_ms > 0 else None
         next_progress = config.progress_after_ms / 1000
@@ -193,8 +195,7 @@ class BackgroundAgentManager:
             waits = [next_progress - elapsed]
             if auto_s is not None:
                 waits.append(auto_s - elapsed)
-            done, _ = await asyncio.wait({child.task}, timeout=max(0.0, min(waits)))
-            if done:
+            if await _wait_done(loop, child.task, max(0.0, min(waits))):
                 child.task.result()
                 return False
             elapsed = time.monotonic() - started
@@ -605,3 +606,28 @@ def _stop_requested(store: Any, project_path: str, live: list[str]) -> list[str]
         if record is not None and record.stop_requested:
             stopped.append(agent_id)
     return stopped
+
+
+async def _wait_done(
+    loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], within_s: float
+) -> bool:
+    """Whether ``task`` finished within ``within_s`` seconds (it is never cancelled here).
+
+    ``asyncio.wait`` for a single task, without its per-call set, and without looking up the
+    running loop (on Python 3.11 each lookup is a ``getpid`` system call)."""
+    if task.done():
+        return True
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    task.add_done_callback(wake)
+    timer = loop.call_later(within_s, wake, None)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+        task.remove_done_callback(wake)
+    return task.done()

