@@ -153,6 +153,8 @@ class Figures:
     latency_ms: int
     model_calls: int
     cpu_s: float
+    kernel_s: float
+    """The part of ``cpu_s`` spent in the kernel (file system, wake-ups)."""
     wall_s: float
     ideal_s: float
     peak_rss_mb: float
@@ -176,7 +178,8 @@ class Figures:
         ratio = f"{self.wall_over_ideal:6.3f}" if self.ideal_s else "   n/a"
         return (
             f"{self.workload:11} L={self.latency_ms:>3} ms  calls={self.model_calls:>4}  "
-            f"cpu/call={self.cpu_us_per_call:6.1f} µs  (bare asyncio "
+            f"cpu/call={self.cpu_us_per_call:6.1f} µs  "
+            f"(kernel {self.kernel_s / self.model_calls * 1e6:5.1f}; bare asyncio "
             f"{self.baseline_us_per_call:5.1f}, net "
             f"{self.cpu_us_per_call - self.baseline_us_per_call:5.1f})  "
             f"wall={self.wall_s * 1000:7.1f} ms  "
@@ -193,7 +196,8 @@ freeze_gc = True
 
 async def run_once(
     script: dict[str, Any], workdir: Path, config: RuntimeConfig
-) -> tuple[int, float, float]:
+) -> tuple[int, float, float, float]:
+    """(model calls, CPU seconds, wall seconds, kernel CPU seconds) of one session."""
     from subagents.agents.definitions import load_definitions
 
     definitions = load_definitions(
@@ -212,13 +216,14 @@ async def run_once(
             sidecars=DURABILITY[durability][1],
         )
     )
-    cpu0, wall0 = time.process_time(), time.perf_counter()
+    cpu0, kernel0, wall0 = time.process_time(), os.times().system, time.perf_counter()
     result = await session.run("bench")
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    kernel = os.times().system - kernel0
     if result.is_error:
         raise RuntimeError(f"bench run failed: {result.result}")
     calls = sum(run.stats.num_turns for run in result.agents)
-    return calls, cpu, wall
+    return calls, cpu, wall, kernel
 
 
 async def bare_fanout(n: int, k: int, width: int, latency_s: float) -> None:
@@ -262,7 +267,7 @@ def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Fi
     else:
         script, ideal = chain_script(n, latency_ms), (3 * n + 1) * latency_ms / 1000
     base = bench_dir()
-    per_run: list[tuple[int, float, float]] = []
+    per_run: list[tuple[int, float, float, float]] = []
     for index in range(runs + 1):
         with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
             figures = asyncio.run(run_once(script, Path(tmp), config))
@@ -274,17 +279,18 @@ def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Fi
             gc.freeze()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     baseline = baseline_cpu(workload, latency_ms, n, k, width)
-    calls = sum(c for c, _, _ in per_run)
+    calls = sum(c for c, _, _, _ in per_run)
     return Figures(
         workload,
         latency_ms,
         calls // runs,
-        cpu_s=sum(cpu for _, cpu, _ in per_run) / runs,
-        wall_s=sum(wall for _, _, wall in per_run) / runs,
+        cpu_s=sum(cpu for _, cpu, _, _ in per_run) / runs,
+        kernel_s=sum(kernel for _, _, _, kernel in per_run) / runs,
+        wall_s=sum(wall for _, _, wall, _ in per_run) / runs,
         ideal_s=ideal,
         peak_rss_mb=rss_mb,
         baseline_cpu_s=baseline,
-        run_us=[cpu / c * 1e6 for c, cpu, _ in per_run],
+        run_us=[cpu / c * 1e6 for c, cpu, _, _ in per_run],
     )
 
 
