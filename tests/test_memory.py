@@ -95,3 +95,11 @@ async def test_a_finished_session_leaves_no_reference_cycles(
     leftovers = _cyclic_garbage()
     kinds = sorted({type(o).__qualname__ for o in leftovers})
     assert leftovers == [], f"objects only the cycle collector can free: {kinds}"
+
+
+async def test_a_session_runs_once_and_says_so(tmp_path: Path) -> None:
+    script = {"agents": [{"agent_type": "main", "turns": [{"text": "one"}, {"text": "two"}]}]}
+    session = Session(SessionOptions(model=ScriptedModel.from_dict(script), cwd=tmp_path))
+    assert (await session.run("first")).result == "one"
+    with pytest.raises(RuntimeError, match="runs once"):
+        await session.run("second")

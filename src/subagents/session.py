@@ -148,6 +148,7 @@ class Session:
         self.model = _resolve(options.model)
         self.fallback = _resolve(options.fallback_model) if options.fallback_model else None
         self.abort = AbortSignal()
+        self._started = False
         self.emit: EventSink = discard
         self.inbox = Inbox()
         self.runtime = AgentRuntime(
@@ -312,6 +313,13 @@ class Session:
         return [*history, recovery.resumed_user_message(repair, prompt)], len(history)
 
     async def _run_main(self, prompt: str) -> RunResult:
+        if self._started:
+            # Its writer is closed and its managers released when a run ends (``_release``).
+            raise RuntimeError(
+                "a Session runs once; create a new Session to run again "
+                "(SessionOptions(resume=<session id>) continues this one's conversation)"
+            )
+        self._started = True
         tools = self.main_tools()
         names = [t.name for t in tools]
         ref = AgentRef(agent_id=self.session_id, agent_type="main")
