@@ -63,7 +63,8 @@ class _Child:
     last_progress: float = field(default_factory=time.monotonic)
     stalled_ms: int | None = None
     finalized: bool = False
-    supervisor: asyncio.Task[None] | None = None
+    check_timer: asyncio.TimerHandle | None = None
+    """The next stall check of a background child (see ``_supervise``)."""
 
     @property
     def run(self) -> AgentRun:
@@ -93,6 +94,9 @@ class BackgroundAgentManager:
         self.records: DurableRecords | None = None
         """Durable sidecars (set by the session when a store is configured)."""
         self._pending_writes: set[asyncio.Future[Any]] = set()
+        self._running_background = 0
+        """Background children not yet finalized: ``expecting_notifications`` is asked at
+        every wake-up of a waiting inbox, and a scan of 1,000 children each time adds up."""
         registry.register_kind("local_agent", self._kill)
         registry.on_terminal(self._wake_waiters)
 
@@ -109,16 +113,14 @@ class BackgroundAgentManager:
     def expecting_notifications(self) -> bool:
         """Background children still running, or finished with their notification on its way
         (waiting for the durable terminal write)."""
-        return bool(self.running_background() or self._pending_writes)
+        return bool(self._running_background or self._pending_writes)
 
     # -- the two paths ---------------------------------------------------------------------
 
     def launch(self, job: AgentJob, *, name: str | None = None) -> ToolOutput:
         """Start a background child and return ``async_launched`` at once."""
         child = self._start(job, background=True, name=name)
-        child.supervisor = asyncio.create_task(
-            self._supervise(child), name=f"supervise:{job.run.agent_id}"
-        )
+        self._supervise(child)
         return self._launched_output(child, auto=False)
 
     async def run_foreground(
@@ -229,24 +231,36 @@ class BackgroundAgentManager:
         if self.records is not None:
             output = child.state.output_path
             self.records.backgrounded(run.agent_id, str(output) if output else None)
-        child.supervisor = asyncio.create_task(
-            self._supervise(child), name=f"supervise:{run.agent_id}"
-        )
+        self._supervise(child)
 
     # -- supervision -----------------------------------------------------------------------
 
-    async def _supervise(self, child: _Child) -> None:
+    def _supervise(self, child: _Child) -> None:
+        """Watch a background child: a stall check every ``check_s`` while it runs, and
+        ``_finalize`` as soon as its task is done.
+
+        A done-callback and one timer rather than a supervising task per child: with 1,000
+        children a task each (its coroutine, futures and per-wait sets) costs CPU per check and
+        gives the garbage collector twice the live objects to scan."""
+        self._running_background += 1
         stall_s = self.runtime.config.stall_timeout_ms / 1000
         check_s = max(0.05, min(5.0, stall_s / 4))
-        try:
-            while True:
-                done, _ = await asyncio.wait({child.task}, timeout=check_s)
-                if done:
-                    break
-                self._check_stall(child, stall_s)
-        finally:
-            if child.task.done():
-                self._finalize(child)
+        loop = child.task.get_loop()
+        child.check_timer = loop.call_later(check_s, self._scheduled_check, child, stall_s, check_s)
+
+        def done(_: object) -> None:
+            self._finalize(child)
+
+        child.task.add_done_callback(done)
+
+    def _scheduled_check(self, child: _Child, stall_s: float, check_s: float) -> None:
+        """One stall check, then the next one is scheduled (a method, not a closure that
+        re-schedules itself: that would be a reference cycle)."""
+        if child.task.done() or child.finalized:
+            return
+        self._check_stall(child, stall_s)
+        loop = child.task.get_loop()
+        child.check_timer = loop.call_later(check_s, self._scheduled_check, child, stall_s, check_s)
 
     def _check_stall(self, child: _Child, stall_s: float) -> None:
         stats = child.run.stats
@@ -278,6 +292,10 @@ class BackgroundAgentManager:
         if child.finalized:
             return
         child.finalized = True
+        if child.check_timer is not None:
+            child.check_timer.cancel()
+            child.check_timer = None
+            self._running_background -= 1
         run, state = child.run, child.state
         # A finished child is no longer the manager's business (its record, task state and
         # result live on); dropping it lets its loop, messages and tools be freed.
