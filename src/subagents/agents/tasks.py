@@ -67,6 +67,10 @@ TERMINAL_STATUSES: Final[frozenset[TaskStatus]] = frozenset({"completed", "faile
 TASK_TYPES: Final[frozenset[str]] = frozenset(get_args(TaskType))
 DEFAULT_EVICT_GRACE_S = 30.0
 
+_READY_DIRS: set[Path] = set()
+"""Output directories made private (0700) by this process. A thousand background children
+share one directory: checking it once, not with a ``stat`` per child, and relying on the open's
+ENOENT if it was removed since, saves a system call per child."""
 _OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -311,11 +315,18 @@ def create_output_fd(directory: Path, task_id: str, *, append: bool = False) -> 
     """
     if not ids.is_valid_id(task_id):
         raise TaskOutputError(f"Invalid task id for an output file: {task_id!r}")
-    ensure_private_dir(directory)
+    if directory not in _READY_DIRS:
+        ensure_private_dir(directory)
+        _READY_DIRS.add(directory)
     path = directory / f"{task_id}.output"
     flags = _OUTPUT_FLAGS | (os.O_APPEND if append else 0)
     try:
-        fd = os.open(path, flags, 0o600)
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            # The directory went away since it was made: make it again (0700), once more.
+            ensure_private_dir(directory)
+            fd = os.open(path, flags, 0o600)
     except FileExistsError as exc:
         kind = "a symlink" if path.is_symlink() else "an existing file"
         raise TaskOutputError(
