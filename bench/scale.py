@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import sys
 import tempfile
@@ -178,6 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent-turns", type=int, default=50)
     parser.add_argument("--forks", type=int, default=20)
     args = parser.parse_args(argv)
+    if args.workload == "swarm":
+        # A small warm-up (first-call costs), then the import-time heap is frozen out of
+        # garbage collection, as the CLI does and as bench.py does.
+        with tempfile.TemporaryDirectory(prefix="warm-", dir=bench_dir()) as tmp:
+            asyncio.run(run_swarm(min(args.n, 50), args.k, args.latency, Path(tmp)))
+        gc.freeze()
     with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
         if args.workload == "swarm":
             figures = asyncio.run(run_swarm(args.n, args.k, args.latency, Path(tmp)))
