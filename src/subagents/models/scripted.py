@@ -373,6 +373,7 @@ class ScriptedModel:
         self._function = function
         self._keep = keep_requests
         self._recording = keep_requests or record is not None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._agents: dict[str, _AgentState] = {}
         self._cache = _PrefixCache()
 
@@ -441,8 +442,21 @@ class ScriptedModel:
         if self._recording:
             self._record(request, None)
         if turn.delay_s:
-            await asyncio.sleep(turn.delay_s)
+            await self._sleep(turn.delay_s)
         return self._serve(state, turn, request)
+
+    async def _sleep(self, seconds: float) -> None:
+        """``asyncio.sleep`` on the loop this model serves, remembered: on Python 3.11 every
+        running-loop lookup (inside ``asyncio.sleep`` too) is a ``getpid`` system call."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(seconds, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
 
     # binding and turn selection
 
@@ -634,3 +648,8 @@ def _capture(turn: _Turn, ctx: RenderContext, captures: dict[str, str]) -> None:
         found = pattern.search(text)
         if found is not None:
             captures[name] = (found.group(1) if pattern.groups else found.group(0)) or ""
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
