@@ -644,3 +644,23 @@ async def test_on_a_ram_file_system_a_commit_needs_no_thread_round(tmp_path: Pat
         await pipeline.drain()
         assert done == ["ram", "disk"] and disk.get("a00000002") is not None
     writer.close()
+
+
+def test_stop_requests_and_markers_without_mknod_or_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where mknod may not make regular files and hard links are refused, the markers and stop
+    requests are plain exclusive files instead."""
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise PermissionError(errno.EPERM, "not here")
+
+    monkeypatch.setattr(os, "mknod", refused)
+    monkeypatch.setattr(os, "link", refused)
+    store = _store(tmp_path)
+    assert _finish(store.prepare_owned([_owned(_record("a00000001"), create=True)])) == [None]
+    path = store.sidecar_path("a00000001")
+    assert path is not None and os.listdir(path.parent / ".running") == ["a00000001"]
+    assert store.request_stop("a00000001").stop_requested
+    assert store.stop_requested_ids(PROJECT) == {"a00000001"}
+    assert os.stat(path.parent / ".stop" / "a00000001").st_mode & 0o777 == 0o600

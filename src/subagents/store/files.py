@@ -709,11 +709,18 @@ def _link_marker(sidecar: str, path: str) -> None:
 
 
 def _make_marker(path: str) -> None:
-    """An empty ``0600`` file in one system call (``mknod`` never follows a symlink)."""
+    """An empty ``0600`` file in one system call (``mknod`` never follows a symlink); where
+    ``mknod`` may not make regular files (some systems reserve it), an exclusive open."""
     try:
         os.mknod(path, FILE_MODE | stat.S_IFREG)
     except FileExistsError:
         pass
+    except (PermissionError, NotImplementedError, AttributeError):
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            os.close(os.open(path, flags, FILE_MODE))
+        except FileExistsError:
+            pass
 
 
 def encode_record(record: SidecarRecord) -> bytes:
