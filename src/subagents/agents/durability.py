@@ -1,6 +1,9 @@
 """Durable records of child runs: what the background manager writes, and when.
 
-Per child (SPEC §8-§9), through the session's ``Store`` and ``DurableWriter`` (off the loop):
+Per child (SPEC §8-§9), through the session's ``Store``. With a store that takes an owner's whole
+records (``FileStore.prepare_owned``) the records are built, encoded and staged here on the event
+loop and only the disk waits run on the ``DurableWriter`` thread (``store.pipeline``); other
+stores get their calls on that thread, in order:
 
 * at start — a ``running`` sidecar with the owner's process identity, the lineage and the frozen
   config snapshot (model, permission mode, tools, system prompt, max turns, isolation), so a
@@ -86,8 +89,8 @@ class DurableRecords:
 
     def _submit(self, name: str, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
         """Queue one store call. Calls made during one event-loop iteration (fifty children
-        starting at once) cross to the writer thread together, as one hand-off and one group
-        commit; their results come back together too."""
+        starting at once) are handed over together, as one group commit; their results come
+        back together too."""
         loop = self._loop
         if loop is None or loop.is_closed():
             # Remembered: on Python 3.11 every get_running_loop() costs a getpid() system call.
