@@ -165,6 +165,25 @@ def commit_writes(writes: Sequence[StagedWrite]) -> list[BaseException | None]:
     return errors
 
 
+def release_fd(write: StagedWrite) -> None:
+    """Close a staged write's descriptor early (a sync reopens the temp file if it must):
+    a thousand records staged at once must not hold a thousand descriptors."""
+    if write.fd >= 0:
+        os.close(write.fd)
+        write.fd = -1
+
+
+def _fsync_staged(write: StagedWrite) -> None:
+    if write.fd >= 0:
+        os.fsync(write.fd)
+        return
+    fd = os.open(write.temp, _READ_FLAGS)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def sync_staged(writes: Sequence[StagedWrite], errors: list[BaseException | None]) -> None:
     """Step 1 (may block on the disk): make every staged temp file's data durable."""
     _sync_files(writes, errors)
@@ -179,7 +198,7 @@ def publish_staged(writes: Sequence[StagedWrite], errors: list[BaseException | N
                 errors[i] = _rename(write)
     finally:
         for write in writes:
-            os.close(write.fd)
+            release_fd(write)
         for i, write in enumerate(writes):
             if errors[i] is not None:
                 _unlink_quietly(write.temp)
@@ -196,15 +215,16 @@ def _sync_files(writes: Sequence[StagedWrite], errors: list[BaseException | None
         by_device.setdefault(write.info.st_dev, []).append(i)
     syncfs = _syncfs()
     for indexes in by_device.values():
-        if len(indexes) > 1 and syncfs is not None:
+        open_fds = [writes[i].fd for i in indexes if writes[i].fd >= 0]
+        if len(indexes) > 1 and syncfs is not None and open_fds:
             try:
-                syncfs(writes[indexes[0]].fd)
+                syncfs(open_fds[0])
                 continue
             except OSError:
                 pass  # find out which files are affected: fsync reports per file
         for i in indexes:
             try:
-                os.fsync(writes[i].fd)
+                _fsync_staged(writes[i])
             except OSError as exc:
                 errors[i] = exc
 

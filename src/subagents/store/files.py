@@ -48,6 +48,7 @@ from subagents.store.atomic import (
     fsync_dir,
     publish_staged,
     read_private,
+    release_fd,
     stage_write,
     sync_renamed,
     sync_staged,
@@ -291,6 +292,7 @@ class FileStore:
         A new record (``create``) must not exist yet; a failure fails that write alone.
         """
         commit = OwnerCommit(store=self, writes=list(writes), staged=[], errors=[])
+        devices: set[int] = set()
         for index, write in enumerate(commit.writes):
             try:
                 staged = self._stage_owned(write)
@@ -300,6 +302,9 @@ class FileStore:
             commit.errors.append(None)
             commit.staged.append(staged)
             commit._staged_index.append(index)
+            if staged.info.st_dev in devices:
+                release_fd(staged)  # one open descriptor per file system serves ``syncfs``
+            devices.add(staged.info.st_dev)
         return commit
 
     def _stage_owned(self, write: OwnedWrite) -> StagedWrite:

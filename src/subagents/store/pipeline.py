@@ -110,8 +110,9 @@ def sync_round(fresh: Sequence[OwnerCommit], renamed: Sequence[OwnerCommit]) -> 
     staged = [write for commit in fresh for write in commit.staged]
     devices = {write.info.st_dev for write in staged}
     devices.update(write.info.st_dev for commit in renamed for write in commit.staged)
-    together = staged and len(devices) == 1 and len(staged) + len(renamed) > 1
-    if together and syncfs_once(staged[0].fd):
+    fds = [write.fd for write in staged if write.fd >= 0]
+    together = fds and len(devices) == 1 and len(staged) + len(renamed) > 1
+    if together and syncfs_once(fds[0]):
         return
     for commit in fresh:
         commit.sync()

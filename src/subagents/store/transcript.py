@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,16 +54,39 @@ def _write_all(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view) :]
 
 
+MAX_OPEN_TRANSCRIPTS = 128
+"""Transcript files kept open at once, process-wide. A thousand children running at once would
+otherwise hold a thousand descriptors (the common soft limit is 1,024, and sidecar writes need
+some too); the least recently written one is closed and reopened at its next flush."""
+
+_open_writers: OrderedDict[int, TranscriptWriter] = OrderedDict()
+"""Writers holding an open descriptor, least recently written first (by ``id``)."""
+
+
+def _hold_open(writer: TranscriptWriter) -> None:
+    """Count ``writer``'s descriptor as most recently used; close the oldest past the limit."""
+    key = id(writer)
+    if key in _open_writers:
+        _open_writers.move_to_end(key)
+        return
+    _open_writers[key] = writer
+    while len(_open_writers) > MAX_OPEN_TRANSCRIPTS:
+        _, oldest = _open_writers.popitem(last=False)
+        oldest._release()
+
+
 class TranscriptWriter:
     """Appends records to one JSONL file (``0600``; a planted symlink makes the open fail)."""
 
-    __slots__ = ("_fd", "_pending", "_turns", "path")
+    __slots__ = ("_closed", "_fd", "_pending", "_turns", "path")
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = _open_private(path)
+        self._closed = False
         self._pending: list[bytes] = []
         self._turns = 0
+        _hold_open(self)
 
     def append(self, message: Message) -> None:
         # json_codec (orjson): encoding each message was most of a durable transcript's cost
@@ -75,15 +99,28 @@ class TranscriptWriter:
         """Write everything buffered with one system call, ending with a turn marker."""
         if not self._pending:
             return
+        if self._closed:
+            raise ValueError(f"{self.path}: transcript writer is closed")
         self._turns += 1
         self._pending.append(b'{"type":"turn_completed","turn":%d}\n' % self._turns)
         data = b"\n".join(self._pending)
         self._pending.clear()
+        if self._fd < 0:  # closed to stay within the descriptor budget: open it again
+            self._fd = _open_private(self.path)
+        _hold_open(self)
         _write_all(self._fd, data)
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        _open_writers.pop(id(self), None)
+        self._release()
+
+    def _release(self) -> None:
+        """Close the descriptor (the writer stays usable: ``flush`` reopens it)."""
         if self._fd >= 0:
-            self.flush()
             os.close(self._fd)
             self._fd = -1
 

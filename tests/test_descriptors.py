@@ -1,0 +1,123 @@
+"""Many children at once stay within a small file-descriptor limit.
+
+Each running child has a transcript and durable sidecar writes; holding a descriptor per child
+would make a fan-out of a few hundred background children fail with ``EMFILE`` under the common
+soft limit of 1,024. The run below happens in a subprocess whose limit is 150 (soft and hard, so
+nothing can raise it), with 200 background children alive at the same time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+CHILDREN = 200
+LIMIT = 150
+
+PROGRAM = textwrap.dedent(
+    """
+    import asyncio, json, resource, sys
+    from pathlib import Path
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
+    from subagents.config import RuntimeConfig
+    from subagents.session import Session, SessionOptions
+    from subagents.testing import ScriptedModel
+
+    folder, children = Path(sys.argv[1]), int(sys.argv[2])
+    calls = [
+        {"name": "Agent", "input": {"description": f"job {i}", "prompt": f"job {i}",
+         "subagent_type": "general-purpose", "run_in_background": True}}
+        for i in range(children)
+    ]
+    script = {"agents": [
+        {"agent_type": "main",
+         "turns": [{"tool_calls": calls}] + [{"text": "ok"}] * (children * 3)},
+        {"agent_type": "general-purpose", "turns": [
+            {"tool_calls": [{"name": "Glob", "input": {"pattern": "*.txt"}}], "delay_ms": 300},
+            {"text": "done", "delay_ms": 100},
+        ]},
+    ]}
+    session = Session(SessionOptions(
+        model=ScriptedModel.from_dict(script), cwd=folder, home=folder / "home",
+        background_wait_ms=30000,
+        config=RuntimeConfig(max_concurrent_subagents=children + 10, tool_concurrency=children),
+    ))
+    result = asyncio.run(session.run("go"))
+    children_done = [r for r in result.agents[1:] if r.status == "completed"]
+    print(json.dumps({"subtype": result.subtype, "completed": len(children_done)}))
+    """
+).replace("FD_LIMIT", str(LIMIT))
+
+
+def test_two_hundred_background_children_within_150_descriptors(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("x")
+    proc = subprocess.run(
+        [sys.executable, "-c", PROGRAM, str(tmp_path), str(CHILDREN)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    outcome = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert outcome == {"subtype": "success", "completed": CHILDREN}, proc.stderr[-3000:]
+    sidecars = list((tmp_path / "home").rglob("agents/*.json"))
+    statuses = {json.loads(p.read_text())["status"] for p in sidecars}
+    assert len(sidecars) == CHILDREN and statuses == {"completed"}
+    assert "Too many open files" not in proc.stderr
+
+
+def test_the_cli_lifts_the_soft_open_file_limit_for_its_shells(tmp_path: Path) -> None:
+    """Started under a soft limit of 256 (hard 4,096), the command's Bash sees the hard one."""
+    import os
+    import resource
+
+    from cli_helpers import recorded, write_script
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 4096:
+        import pytest
+
+        pytest.skip(f"hard open-file limit {hard} is below 4096")
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [{"name": "Bash", "input": {"command": "ulimit -n"}}]},
+                    {"text": "checked"},
+                ],
+            }
+        ],
+    )
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))
+
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "subagents", "-p", "go", "--model", f"scripted:{script}"),
+            *("--permission-mode", "bypassPermissions"),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "SUBAGENTS_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=limited,
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = [
+        block
+        for request in recorded(tmp_path)
+        for message in request["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert results and "4096" in json.dumps(results[-1]["content"])
