@@ -8,6 +8,7 @@ on the hot path: a crash loses at most the turn in flight, which recovery treats
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections import OrderedDict
@@ -54,10 +55,27 @@ def _write_all(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view) :]
 
 
-MAX_OPEN_TRANSCRIPTS = 128
-"""Transcript files kept open at once, process-wide. A thousand children running at once would
-otherwise hold a thousand descriptors (the common soft limit is 1,024, and sidecar writes need
-some too); the least recently written one is closed and reopened at its next flush."""
+MIN_OPEN_TRANSCRIPTS = 64
+"""At least this many transcript files stay open at once, process-wide."""
+
+
+@functools.cache
+def max_open_transcripts() -> int:
+    """How many transcript files stay open at once: a quarter of the open-file limit (at least
+    ``MIN_OPEN_TRANSCRIPTS``). A thousand children running at once would otherwise hold a
+    thousand descriptors (the common soft limit is 1,024, and sidecar writes and shells need
+    some too); past the budget the least recently written one is closed and reopened at its
+    next flush. Read once, after the CLI has lifted its soft limit."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, ValueError, OSError):
+        return MIN_OPEN_TRANSCRIPTS
+    if soft == resource.RLIM_INFINITY:
+        return 4096
+    return max(MIN_OPEN_TRANSCRIPTS, soft // 4)
+
 
 _open_writers: OrderedDict[int, TranscriptWriter] = OrderedDict()
 """Writers holding an open descriptor, least recently written first (by ``id``)."""
@@ -70,7 +88,7 @@ def _hold_open(writer: TranscriptWriter) -> None:
         _open_writers.move_to_end(key)
         return
     _open_writers[key] = writer
-    while len(_open_writers) > MAX_OPEN_TRANSCRIPTS:
+    while len(_open_writers) > max_open_transcripts():
         _, oldest = _open_writers.popitem(last=False)
         oldest._release()
 
