@@ -147,6 +147,17 @@ def bench_dir() -> Path:
     return base
 
 
+def describe_folder(folder: Path) -> str:
+    """Which kind of file system the figures were measured on (it moves them; see README)."""
+    from subagents.store.atomic import needs_sync
+
+    if needs_sync(os.stat(folder).st_dev):
+        kind = "disk-backed: file creation costs kernel CPU that varies by machine"
+    else:
+        kind = "RAM file system: no disk in the figures"
+    return f"# state folder {folder} ({kind}; SUBAGENTS_BENCH_DIR chooses it)"
+
+
 @dataclass
 class Figures:
     workload: str
@@ -320,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     durability = args.durability
     freeze_gc = not args.no_gc_freeze
     workloads = ["fanout", "fanout-wide", "chain"] if args.workload == "all" else [args.workload]
+    if not args.json:
+        print(describe_folder(bench_dir()))
     for workload in workloads:
         for latency in args.latency or [0, 20]:
             figures = measure(workload, latency, args.n, args.k, args.runs)
