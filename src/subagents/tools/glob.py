@@ -9,6 +9,7 @@ pattern become the place the walk starts, and that place is confined like any pa
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import Field
@@ -89,7 +90,12 @@ def find_files(pattern: str, search_dir: Path, ctx: ToolContext) -> list[Path]:
         for path, rel in iter_files(base, roots, lambda: ctx.abort.aborted)
         if regex.fullmatch(rel)
     ]
-    return sorted(found, key=lambda p: (-_mtime_ns(p), str(p)))
+    return newest_first(found)
+
+
+def newest_first(paths: Iterable[Path]) -> list[Path]:
+    """``paths`` most recently modified first, ties by path (Glob's and Grep's file order)."""
+    return sorted(paths, key=lambda p: (-_mtime_ns(p), str(p)))
 
 
 def _mtime_ns(path: Path) -> int:

@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import Field
 
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.glob import search_directory
+from subagents.tools.glob import newest_first, search_directory
 from subagents.tools.paths import allowed_roots, display_path, resolve_path
 from subagents.tools.walk import compile_glob, iter_files
 
@@ -230,7 +230,7 @@ def render(results: list[FileMatches], args: GrepInput, ctx: ToolContext) -> Too
 def _render_files(results: list[FileMatches], limit: int | None, ctx: ToolContext) -> ToolOutput:
     if not results:
         return ToolOutput(content="No files found", metadata={"num_files": 0})
-    paths = sorted((r.path for r in results), key=lambda p: (-_mtime_ns(p), str(p)))
+    paths = newest_first(r.path for r in results)
     shown = paths[:limit] if limit else paths
     noun = "file" if len(paths) == 1 else "files"
     lines = [f"Found {len(paths)} {noun}", *(display_path(p, ctx) for p in shown)]
@@ -279,10 +279,3 @@ def _cut(line: str) -> str:
     if len(line) <= MAX_LINE_CHARS:
         return line
     return line[:MAX_LINE_CHARS] + f"… [{len(line) - MAX_LINE_CHARS} more characters]"
-
-
-def _mtime_ns(path: Path) -> int:
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return 0
