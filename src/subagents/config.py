@@ -60,25 +60,35 @@ class RuntimeConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
         env = os.environ if env is None else env
-        output = _int(env, "SUBAGENTS_TASK_MAX_OUTPUT_LENGTH", 32_000)
+        output = _int(env, "SUBAGENTS_TASK_MAX_OUTPUT_LENGTH", cls.task_max_output)
         if not 1 <= output <= 160_000:
             raise ValueError("SUBAGENTS_TASK_MAX_OUTPUT_LENGTH must be between 1 and 160000")
         return cls(
-            max_spawn_depth=_int(env, "SUBAGENTS_MAX_SPAWN_DEPTH", 3),
-            max_concurrent_subagents=_int(env, "SUBAGENTS_MAX_CONCURRENT_SUBAGENTS", 20),
-            auto_background_ms=_int(env, "SUBAGENTS_AUTO_BACKGROUND_MS", 120_000),
-            stall_timeout_ms=_int(env, "SUBAGENTS_ASYNC_AGENT_STALL_TIMEOUT_MS", 600_000),
+            max_spawn_depth=_int(env, "SUBAGENTS_MAX_SPAWN_DEPTH", cls.max_spawn_depth),
+            max_concurrent_subagents=_int(
+                env, "SUBAGENTS_MAX_CONCURRENT_SUBAGENTS", cls.max_concurrent_subagents
+            ),
+            auto_background_ms=_int(env, "SUBAGENTS_AUTO_BACKGROUND_MS", cls.auto_background_ms),
+            stall_timeout_ms=_int(
+                env, "SUBAGENTS_ASYNC_AGENT_STALL_TIMEOUT_MS", cls.stall_timeout_ms
+            ),
             task_max_output=output,
-            tool_concurrency=max(1, _int(env, "SUBAGENTS_MAX_TOOL_CONCURRENCY", 10)),
-            force_async=_flag(env, ("SUBAGENTS_FORCE_ASYNC",), default=False),
-            parallel_tasks_count=max(1, _int(env, "SUBAGENTS_PARALLEL_TASKS_COUNT", 1)),
-            print_bg_wait_ms=_int(env, "SUBAGENTS_PRINT_BG_WAIT_MS", 600_000),
+            tool_concurrency=max(
+                1, _int(env, "SUBAGENTS_MAX_TOOL_CONCURRENCY", cls.tool_concurrency)
+            ),
+            force_async=_flag(env, ("SUBAGENTS_FORCE_ASYNC",), default=cls.force_async),
+            parallel_tasks_count=max(
+                1, _int(env, "SUBAGENTS_PARALLEL_TASKS_COUNT", cls.parallel_tasks_count)
+            ),
+            print_bg_wait_ms=_int(env, "SUBAGENTS_PRINT_BG_WAIT_MS", cls.print_bg_wait_ms),
             fork_enabled=_flag(
-                env, ("SUBAGENTS_FORK_SUBAGENT", "CLAUDE_CODE_FORK_SUBAGENT"), default=True
+                env,
+                ("SUBAGENTS_FORK_SUBAGENT", "CLAUDE_CODE_FORK_SUBAGENT"),
+                default=cls.fork_enabled,
             ),
             background_disabled=_flag(
                 env,
                 ("SUBAGENTS_DISABLE_BACKGROUND_TASKS", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS"),
-                default=False,
+                default=cls.background_disabled,
             ),
         )
