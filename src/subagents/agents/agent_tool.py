@@ -18,7 +18,6 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from subagents.agents.background import BackgroundAgentManager
-from subagents.agents.background import completed_output as completed_output
 from subagents.agents.child import ChildRequest, prepare_child
 from subagents.agents.fork import FORK_AGENT_TYPE, FORK_IN_FORK_ERROR, prepare_fork
 from subagents.agents.runner import AgentJob

@@ -15,8 +15,6 @@ the history is what tells a fork apart, so the rule survives a resumed session.
 
 from __future__ import annotations
 
-from typing import Any
-
 from subagents.abort import AbortSignal
 from subagents.agents.context import create_subagent_context
 from subagents.agents.runner import AgentJob, AgentRun
@@ -155,7 +153,3 @@ def prepare_fork(
         tool_schemas=parent.tool_schemas,
         tool_concurrency=runtime.config.tool_concurrency,
     )
-
-
-def fork_metadata(_run: AgentRun) -> dict[str, Any]:
-    return {"isFork": True}
