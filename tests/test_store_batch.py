@@ -435,39 +435,6 @@ async def test_a_short_child_writes_its_running_and_terminal_records_and_nothing
     assert record.status == "completed"
 
 
-def test_put_keeps_a_stop_request_written_by_another_process(tmp_path: Path) -> None:
-    """A whole-record ``put`` from the owner never overwrites ``tasks stop``'s flag, and a
-    terminal record stays terminal."""
-    from dataclasses import replace
-
-    from subagents.state import ProjectState
-    from subagents.store import FileStore, Lineage, SidecarRecord, TerminalStatusError
-    from subagents.store.files import BatchOp, encode_record
-
-    store = FileStore(ProjectState(home=tmp_path, project=tmp_path))
-    record = SidecarRecord(
-        agent_id="a00000001",
-        agent_type="x",
-        session_id="s",
-        project_path=str(tmp_path),
-        lineage=Lineage(root_agent_id="a00000001"),
-        created_at=1.0,
-        last_active_at=1.0,
-    )
-    store.apply_batch([BatchOp("put", (record, encode_record(record)), {"create": True})])
-    FileStore(ProjectState(home=tmp_path, project=tmp_path)).request_stop("a00000001")
-    later = replace(record, last_active_at=2.0)
-    [outcome] = store.apply_batch([BatchOp("put", (later, encode_record(later)))])
-    assert outcome.error is None
-    stored = FileStore(ProjectState(home=tmp_path, project=tmp_path)).get("a00000001")
-    assert stored is not None and stored.stop_requested and stored.last_active_at == 2.0
-    done = replace(later, status="completed")
-    store.apply_batch([BatchOp("put", (done, encode_record(done)))])
-    back = replace(done, status="running")
-    [refused] = store.apply_batch([BatchOp("put", (back, encode_record(back)))])
-    assert isinstance(refused.error, TerminalStatusError)
-
-
 def test_running_index_lists_only_running_records(tmp_path: Path) -> None:
     from subagents.state import ProjectState
     from subagents.store import FileStore, Lineage, SidecarRecord

@@ -30,7 +30,14 @@ from typing import Any
 from subagents.agents.runner import AgentJob, AgentRun
 from subagents.agents.runtime import AgentFrame
 from subagents.agents.tasks import TaskState
-from subagents.store.files import BatchOp, BatchOutcome, OwnedWrite, OwnerCommit, encode_record
+from subagents.store.files import (
+    BatchOp,
+    BatchOutcome,
+    FileStore,
+    OwnedWrite,
+    OwnerCommit,
+    encode_record,
+)
 from subagents.store.pipeline import CommitPipeline
 from subagents.store.process_identity import ProcessIdentity, current_identity
 from subagents.store.protocol import Store
@@ -72,9 +79,9 @@ class DurableRecords:
 
     @property
     def _whole_records(self) -> bool:
-        """The store takes whole records (``put``): changes are applied and encoded here, on
-        the loop, so the store has no Python work left to do but file work."""
-        return "put" in getattr(self.store, "batchable_ops", ())
+        """The store takes an owner's whole records (``FileStore.prepare_owned``): changes are
+        applied and encoded here, on the loop, so the store has only file work left."""
+        return isinstance(self.store, FileStore)
 
     def _change(self, agent_id: str, **changes: Any) -> asyncio.Future[Any]:
         current = self._latest.get(agent_id)
@@ -103,11 +110,11 @@ class DurableRecords:
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         ops, self._pending, self._handover = self._pending, [], None
-        prepare = getattr(self.store, "prepare_owned", None)
-        owned = [op for op in ops if op.name == "put"] if prepare is not None else []
+        owned = [op for op in ops if op.name == "put"]  # only made when ``_whole_records``
         rest = [op for op in ops if op.name != "put"] if owned else ops
-        if owned and prepare is not None:
-            self._commit_owned(loop, prepare(list(map(_owned_write, owned))), owned)
+        if owned and isinstance(self.store, FileStore):
+            commit = self.store.prepare_owned(list(map(_owned_write, owned)))
+            self._commit_owned(loop, commit, owned)
         if rest:
             batch = self._batch_future(loop)
             done = self.writer.submit(_apply, self.store, [op.call for op in rest])

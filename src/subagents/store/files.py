@@ -58,13 +58,12 @@ from subagents.store.errors import (
     DuplicateAgentError,
     InvalidRecordError,
     StoreError,
-    TerminalStatusError,
     UnknownAgentError,
     UnsafePathError,
 )
 from subagents.store.migrations import load_record
 from subagents.store.process_identity import ProcessIdentity, is_alive
-from subagents.store.records import IMMUTABLE_FIELDS, SidecarRecord, apply_changes
+from subagents.store.records import SidecarRecord, apply_changes
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +74,7 @@ LOCK_NAME = ".store.lock"
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
-BATCHABLE_OPS = frozenset({"create", "update", "touch_activity", "request_stop", "put"})
+BATCHABLE_OPS = frozenset({"create", "update", "touch_activity", "request_stop"})
 """The ``Store`` methods ``apply_batch`` accepts (the record writes; leases are not batched)."""
 
 
@@ -103,8 +102,6 @@ class _Staged:
     path: Path
     record: SidecarRecord
     ops: list[int]
-    data: bytes | None = None
-    """The record already encoded by the caller (``put``); None: encode at commit."""
 
 
 @dataclass(frozen=True)
@@ -393,47 +390,6 @@ class FileStore:
             return
         self._put(staged, index, path, apply_changes(current, {"last_active_at": at}, now=at))
 
-    def _stage_put(
-        self,
-        staged: dict[str, _Staged],
-        index: int,
-        record: SidecarRecord,
-        data: bytes | None = None,
-        *,
-        create: bool = False,
-    ) -> SidecarRecord:
-        """Write a whole record its single owner computed (and maybe encoded) on its side.
-
-        The owner of a running child keeps the child's latest record in memory, so it can apply
-        changes and encode the JSON where it is cheap (the event loop) and leave this thread only
-        the file work. The store still enforces its rules: a new record must not exist, identity
-        fields must not change, a terminal status is final, and a stop request written by
-        another process (``tasks stop``) is kept, never overwritten."""
-        if create:
-            self._stage_create(staged, index, record)
-            staged[record.agent_id].data = data
-            return record
-        path, current = self._current(staged, record.agent_id)
-        changed = {
-            f: getattr(record, f)
-            for f in IMMUTABLE_FIELDS
-            if getattr(record, f) != getattr(current, f)
-        }
-        if changed:
-            raise InvalidRecordError(
-                f"put of agent {record.agent_id}: field(s) {sorted(changed)} cannot change"
-            )
-        if current.is_terminal and record.status != current.status:
-            raise TerminalStatusError(
-                f"agent {record.agent_id} is {current.status} (terminal); "
-                f"refusing status {record.status!r}"
-            )
-        if current.stop_requested and not record.stop_requested:
-            record, data = replace(record, stop_requested=True), None
-        self._put(staged, index, path, record)
-        staged[record.agent_id].data = data
-        return record
-
     def _stage_request_stop(
         self, staged: dict[str, _Staged], index: int, agent_id: str
     ) -> SidecarRecord:
@@ -469,7 +425,6 @@ class FileStore:
             staged[record.agent_id] = _Staged(path=path, record=record, ops=[index])
         else:
             entry.record = record
-            entry.data = None  # re-encode: a later op of the batch changed the record
             entry.ops.append(index)
         return record
 
@@ -478,7 +433,7 @@ class FileStore:
         writes: list[tuple[_Staged, StagedWrite]] = []
         for entry in entries:
             try:
-                data = entry.data if entry.data is not None else encode_record(entry.record)
+                data = encode_record(entry.record)
                 writes.append((entry, stage_write(str(entry.path), data, target_checked=True)))
             except Exception as exc:
                 self._fail(entry, exc, outcomes)
