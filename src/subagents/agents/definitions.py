@@ -26,6 +26,7 @@ from subagents.agents.schema import (
     AgentDefinition,
     DefinitionError,
     DefinitionSource,
+    ParsedFile,
     normalize_agent_type,
     parse_cli_agents,
     read_agent_file,
@@ -86,6 +87,14 @@ class DefinitionSet:
             del self.definitions[name]
         self.definitions[definition.name] = definition
 
+    def add_file(self, parsed: ParsedFile) -> None:
+        """Take in one read file: its warnings, its error, and its definition if it has one."""
+        self.warnings.extend(parsed.warnings)
+        if parsed.error is not None:
+            self.errors.append(parsed.error)
+        if parsed.definition is not None:
+            self.add(parsed.definition)
+
     def merge(self, other: DefinitionSet) -> None:
         """Layer ``other`` on top of this set."""
         for definition in other.definitions.values():
@@ -139,9 +148,7 @@ def load_folder(folder: Path, *, source: DefinitionSource) -> DefinitionSet:
         if not path.is_file():
             continue
         parsed = read_agent_file(path, source=source)
-        result.warnings.extend(parsed.warnings)
-        if parsed.error is not None:
-            result.errors.append(parsed.error)
+        result.add_file(parsed)
         if parsed.definition is None:
             continue
         key = normalize_agent_type(parsed.definition.name)
@@ -151,7 +158,6 @@ def load_folder(folder: Path, *, source: DefinitionSource) -> DefinitionSet:
                 "this file wins"
             )
         origin[key] = str(path)
-        result.add(parsed.definition)
     return result
 
 

@@ -174,12 +174,7 @@ def _validate_path(path: Path) -> DefinitionSet:
     if not path.is_file():
         result.errors.append(_missing(path))
         return result
-    parsed = read_agent_file(path, source="project")
-    result.warnings.extend(parsed.warnings)
-    if parsed.error is not None:
-        result.errors.append(parsed.error)
-    if parsed.definition is not None:
-        result.add(parsed.definition)
+    result.add_file(read_agent_file(path, source="project"))
     return result
 
 
