@@ -29,7 +29,12 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 from subagents.events import AssistantEvent, SystemEvent, ToolResultsEvent, discard
 from subagents.loop.inbox import Inbox
-from subagents.loop.scheduling import CallResult, TurnResults, run_tool_calls
+from subagents.loop.scheduling import (
+    MAX_CONCURRENT_TOOLS,
+    CallResult,
+    TurnResults,
+    run_tool_calls,
+)
 from subagents.messages import (
     ContentBlock,
     Message,
@@ -82,7 +87,7 @@ class LoopSpec:
     inbox: Inbox | None = None
     log: MessageLog | None = None
     on_turn: Callable[[LoopStats], None] | None = None
-    tool_concurrency: int = 10
+    tool_concurrency: int = MAX_CONCURRENT_TOOLS
     """At most this many concurrency-safe calls of one turn run at once."""
     stats: LoopStats | None = None
     """Counters to update in place (so others can watch a running loop); default: fresh ones."""
@@ -115,12 +120,6 @@ class LoopOutcome:
     stats: LoopStats
     error: str | None = None
     duration_ms: int = 0
-
-
-class _BudgetExceeded(Exception):
-    def __init__(self, reason: TerminalReason) -> None:
-        super().__init__(reason)
-        self.reason: TerminalReason = reason
 
 
 async def run_loop(spec: LoopSpec) -> LoopOutcome:
@@ -179,10 +178,9 @@ class _Loop:
         while True:
             if self.ctx.abort.aborted:
                 return self._aborted_reason(), self.ctx.abort.reason
-            try:
-                self._check_budget()
-            except _BudgetExceeded as exc:
-                return exc.reason, None
+            spent = self._spent_budget()
+            if spent is not None:
+                return spent, None
             if self.spec.messages and self.spec.messages[-1]["role"] == "assistant":
                 self._deliver_inbox()
             try:
@@ -224,14 +222,16 @@ class _Loop:
     def _aborted_reason(self) -> TerminalReason:
         return "max_wall_time" if self.ctx.abort.reason == "max_wall_time" else "aborted"
 
-    def _check_budget(self) -> None:
+    def _spent_budget(self) -> TerminalReason | None:
+        """The budget that is used up, if any (checked before every model call)."""
         budget, stats = self.spec.budget, self.stats
         if budget.max_turns is not None and stats.num_turns >= budget.max_turns:
-            raise _BudgetExceeded("max_turns")
+            return "max_turns"
         if budget.max_tokens is not None and stats.usage.total >= budget.max_tokens:
-            raise _BudgetExceeded("max_tokens")
+            return "max_tokens"
         if budget.max_wall_ms is not None and self._elapsed_ms() >= budget.max_wall_ms:
-            raise _BudgetExceeded("max_wall_time")
+            return "max_wall_time"
+        return None
 
     async def _call_model(self) -> tuple[Message, list[ToolUseBlock]]:
         """One model call: the answer (already in the history) and its tool calls."""
