@@ -190,7 +190,8 @@ async def execute_call(call: PreparedCall, ctx: ToolContext) -> CallResult:
     tool, args = call.tool, call.args
     try:
         if ctx.hooks is None:  # no hook to consult: straight to the rules (one await less)
-            args, denial, extra_context = await _check_rules(tool, args, ctx, "")
+            args, denial = await _check_rules(tool, args, ctx)
+            extra_context = ""
         else:
             args, denial, extra_context = await _authorize(tool, args, block, ctx)
         if denial is not None:
@@ -236,28 +237,30 @@ async def _authorize(
         if verdict.decision == "allow":
             token = HOOK_APPROVED.set(True)
     try:
-        return await _check_rules(tool, args, ctx, extra)
+        args, denial = await _check_rules(tool, args, ctx)
+        return args, denial, extra
     finally:
         if token is not None:
             HOOK_APPROVED.reset(token)
 
 
 async def _check_rules(
-    tool: Tool[Any], args: BaseModel, ctx: ToolContext, extra: str
-) -> tuple[BaseModel, str | None, str]:
+    tool: Tool[Any], args: BaseModel, ctx: ToolContext
+) -> tuple[BaseModel, str | None]:
+    """The tool's own check, then the session's rules; returns (args, denial)."""
     if type(tool).check_permissions is not Tool.check_permissions:  # the default allows all
         result = await tool.check_permissions(args, ctx)
         if result.behavior == "deny":
-            return args, result.message or f"Permission to use {tool.name} was denied.", extra
+            return args, result.message or f"Permission to use {tool.name} was denied."
         if result.updated_input is not None:
             args = tool.input_model.model_validate(result.updated_input)
     if ctx.can_use_tool is not None and tool.requires_permission:
         decision = await ctx.can_use_tool(tool, args, ctx)
         if decision.behavior != "allow":
-            return args, decision.message or f"Permission to use {tool.name} was denied.", extra
+            return args, decision.message or f"Permission to use {tool.name} was denied."
         if decision.updated_input is not None:
             args = tool.input_model.model_validate(decision.updated_input)
-    return args, None, extra
+    return args, None
 
 
 def _error(block: ToolUseBlock, message: str) -> CallResult:
