@@ -113,7 +113,7 @@ def _check_readable(path: Path, offset: int | None, limit: int | None) -> os.sta
         raise ToolError(f"File does not exist: {path}") from None
     except OSError as exc:
         raise ToolError(f"Cannot read {path}: {exc.strerror or exc}") from None
-    if path.is_dir():
+    if stat_module.S_ISDIR(stat.st_mode):
         raise ToolError(
             f"{path} is a directory, not a file. Use Glob or Bash `ls` to list its contents."
         )
