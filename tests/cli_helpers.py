@@ -25,6 +25,20 @@ class CliRun:
         return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
 
 
+def tool_call(name: str, **tool_input: Any) -> dict[str, Any]:
+    """One scripted tool call: ``{"name": NAME, "input": {...}}``."""
+    return {"name": name, "input": tool_input}
+
+
+def agent_call(
+    prompt: str, subagent_type: str | None = None, *, description: str = "job", **extra: Any
+) -> dict[str, Any]:
+    """A scripted ``Agent`` call; without ``subagent_type`` the type is left out (fork, resume)."""
+    if subagent_type is not None:
+        extra = {"subagent_type": subagent_type, **extra}
+    return tool_call("Agent", description=description, prompt=prompt, **extra)
+
+
 def write_script(folder: Path, agents: list[dict[str, Any]], name: str = "script.json") -> Path:
     path = folder / name
     path.write_text(json.dumps({"record": "requests.jsonl", "agents": agents}))
@@ -74,6 +88,11 @@ def wait_until_dead(pid: int, timeout_s: float = 2.5) -> bool:
     return True
 
 
+def script_args(script: Path, *extra: str, output_format: str, prompt: str) -> list[str]:
+    """``-p PROMPT --model scripted:SCRIPT --output-format FORMAT [extra…]``."""
+    return ["-p", prompt, "--model", f"scripted:{script}", "--output-format", output_format, *extra]
+
+
 def run_script(
     script: Path,
     cwd: Path,
@@ -81,7 +100,22 @@ def run_script(
     output_format: str = "json",
     env: dict[str, str] | None = None,
     prompt: str = "go",
+    timeout: float = 60,
 ) -> CliRun:
-    """``subagents -p PROMPT --model scripted:SCRIPT --output-format FORMAT [extra…]``."""
-    args = ["-p", prompt, "--model", f"scripted:{script}", "--output-format", output_format]
-    return run_cli(*args, *extra, cwd=cwd, env=env)
+    """Run ``subagents`` on a scripted model to the end (see ``script_args``)."""
+    args = script_args(script, *extra, output_format=output_format, prompt=prompt)
+    return run_cli(*args, cwd=cwd, env=env, timeout=timeout)
+
+
+def start_script(
+    script: Path, cwd: Path, *extra: str, output_format: str = "json", prompt: str = "go"
+) -> subprocess.Popen[str]:
+    """Start ``subagents`` on a scripted model without waiting (stdout and stderr piped)."""
+    args = script_args(script, *extra, output_format=output_format, prompt=prompt)
+    return subprocess.Popen(
+        [sys.executable, "-m", "subagents", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

@@ -7,23 +7,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import recorded, run_script, wait_until_dead, write_script
+from cli_helpers import agent_call, recorded, run_script, tool_call, wait_until_dead, write_script
 from subagents.events import Event, NotificationEvent
 from subagents.session import Session, SessionOptions
 from subagents.testing import ScriptedModel
 
 
 def bg_call(prompt: str, subagent_type: str = "Explore", **extra: Any) -> dict[str, Any]:
-    return {
-        "name": "Agent",
-        "input": {
-            "description": "bg job",
-            "prompt": prompt,
-            "subagent_type": subagent_type,
-            "run_in_background": True,
-            **extra,
-        },
-    }
+    return agent_call(prompt, subagent_type, description="bg job", run_in_background=True, **extra)
 
 
 def test_async_launch_returns_first_and_the_late_notification_is_delivered(tmp_path: Path) -> None:
@@ -41,7 +32,7 @@ def test_async_launch_returns_first_and_the_late_notification_is_delivered(tmp_p
             {
                 "agent_type": "Explore",
                 "turns": [
-                    {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}], "delay_ms": 300},
+                    {"tool_calls": [tool_call("Glob", pattern="*")], "delay_ms": 300},
                     {"text": "report for {{prompt}}"},
                 ],
             },
@@ -104,15 +95,12 @@ def test_task_stop_kills_the_child_and_its_shell(tmp_path: Path) -> None:
                     {
                         "capture": {"id": r"agentId: (\w+)"},
                         "tool_calls": [
-                            {
-                                "name": "Bash",
-                                "input": {
-                                    "command": f"while [ ! -s {pidfile} ]; do sleep 0.05; done"
-                                },
-                            }
+                            tool_call(
+                                "Bash", command=f"while [ ! -s {pidfile} ]; do sleep 0.05; done"
+                            )
                         ],
                     },
-                    {"tool_calls": [{"name": "TaskStop", "input": {"task_id": "{{capture.id}}"}}]},
+                    {"tool_calls": [tool_call("TaskStop", task_id="{{capture.id}}")]},
                     {"text": "stopped: {{tool_results}}"},
                     {"text": "then: {{last_user}}"},
                 ],
@@ -122,10 +110,7 @@ def test_task_stop_kills_the_child_and_its_shell(tmp_path: Path) -> None:
                 "turns": [
                     {
                         "tool_calls": [
-                            {
-                                "name": "Bash",
-                                "input": {"command": f"sleep 300 & echo $! > {pidfile}; wait"},
-                            }
+                            tool_call("Bash", command=f"sleep 300 & echo $! > {pidfile}; wait")
                         ]
                     },
                     {"text": "never"},
@@ -150,18 +135,7 @@ def test_auto_background_after_a_short_timeout(tmp_path: Path) -> None:
             {
                 "agent_type": "main",
                 "turns": [
-                    {
-                        "tool_calls": [
-                            {
-                                "name": "Agent",
-                                "input": {
-                                    "description": "slow sync",
-                                    "prompt": "slow",
-                                    "subagent_type": "Explore",
-                                },
-                            }
-                        ]
-                    },
+                    {"tool_calls": [agent_call("slow", "Explore", description="slow sync")]},
                     {"text": "parent went on: {{tool_results}}"},
                     {"text": "later: {{last_user}}"},
                 ],
@@ -200,10 +174,7 @@ def test_stalled_background_child_fails_with_partial_result(tmp_path: Path) -> N
             {
                 "agent_type": "Explore",
                 "turns": [
-                    {
-                        "text": "partial words",
-                        "tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}],
-                    },
+                    {"text": "partial words", "tool_calls": [tool_call("Glob", pattern="*")]},
                     {"text": "never", "delay_ms": 5000},
                 ],
             },
@@ -226,20 +197,16 @@ def test_background_shell_notifies_and_task_output_reads_it(tmp_path: Path) -> N
                 "turns": [
                     {
                         "tool_calls": [
-                            {
-                                "name": "Bash",
-                                "input": {
-                                    "command": "echo shell-says-hi; sleep 0.2",
-                                    "run_in_background": True,
-                                },
-                            }
+                            tool_call(
+                                "Bash",
+                                command="echo shell-says-hi; sleep 0.2",
+                                run_in_background=True,
+                            )
                         ]
                     },
                     {
                         "capture": {"id": r"ID: (\w+)"},
-                        "tool_calls": [
-                            {"name": "TaskOutput", "input": {"task_id": "{{capture.id}}"}}
-                        ],
+                        "tool_calls": [tool_call("TaskOutput", task_id="{{capture.id}}")],
                     },
                     {"text": "output: {{tool_results}}"},
                     {"text": "note: {{last_user}}"},
@@ -260,18 +227,7 @@ def test_disabled_background_runs_in_the_foreground_and_hides_the_field(tmp_path
             {
                 "agent_type": "main",
                 "turns": [
-                    {
-                        "tool_calls": [
-                            {
-                                "name": "Agent",
-                                "input": {
-                                    "description": "fg",
-                                    "prompt": "p",
-                                    "subagent_type": "Explore",
-                                },
-                            }
-                        ]
-                    },
+                    {"tool_calls": [agent_call("p", "Explore", description="fg")]},
                     {"text": "{{tool_results}}"},
                 ],
             },

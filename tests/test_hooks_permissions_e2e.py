@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import run_script, write_script
+from cli_helpers import agent_call, run_script, tool_call, write_script
 
 
 def write_settings(project: Path, settings: dict[str, Any]) -> None:
@@ -60,22 +60,8 @@ def test_subagent_start_stop_pairs_and_tool_hooks_know_the_child(tmp_path: Path)
                 "turns": [
                     {
                         "tool_calls": [
-                            {
-                                "name": "Agent",
-                                "input": {
-                                    "description": "ok child",
-                                    "prompt": "fine",
-                                    "subagent_type": "Explore",
-                                },
-                            },
-                            {
-                                "name": "Agent",
-                                "input": {
-                                    "description": "bad child",
-                                    "prompt": "breaks",
-                                    "subagent_type": "Plan",
-                                },
-                            },
+                            agent_call("fine", "Explore", description="ok child"),
+                            agent_call("breaks", "Plan", description="bad child"),
                         ]
                     },
                     {"text": "{{tool_results}}"},
@@ -84,16 +70,14 @@ def test_subagent_start_stop_pairs_and_tool_hooks_know_the_child(tmp_path: Path)
             {
                 "agent_type": "Explore",
                 "turns": [
-                    {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}]},
+                    {"tool_calls": [tool_call("Glob", pattern="*")]},
                     {"text": "explored"},
                 ],
             },
             # Plan has one turn only: its second request fails, so the child fails.
             {
                 "agent_type": "Plan",
-                "turns": [
-                    {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}]},
-                ],
+                "turns": [{"tool_calls": [tool_call("Glob", pattern="*")]}],
             },
         ],
     )
@@ -136,11 +120,7 @@ def test_pre_tool_use_exit_2_blocks_with_stderr_fed_back(tmp_path: Path) -> None
             {
                 "agent_type": "main",
                 "turns": [
-                    {
-                        "tool_calls": [
-                            {"name": "Write", "input": {"file_path": "a.txt", "content": "x"}}
-                        ]
-                    },
+                    {"tool_calls": [tool_call("Write", file_path="a.txt", content="x")]},
                     {"text": "said: {{tool_results}}"},
                 ],
             }
@@ -178,23 +158,13 @@ def test_deny_rules_hold_inside_children_including_compound_commands(tmp_path: P
                 "turns": [
                     {
                         "tool_calls": [
-                            {
-                                "name": "Agent",
-                                "input": {
-                                    "description": "try rm",
-                                    "prompt": "try",
-                                    "subagent_type": "general-purpose",
-                                    "mode": "bypassPermissions",
-                                },
-                            },
-                            {
-                                "name": "Agent",
-                                "input": {
-                                    "description": "plan",
-                                    "prompt": "plan",
-                                    "subagent_type": "Plan",
-                                },
-                            },
+                            agent_call(
+                                "try",
+                                "general-purpose",
+                                description="try rm",
+                                mode="bypassPermissions",
+                            ),
+                            agent_call("plan", "Plan", description="plan"),
                         ]
                     },
                     {"text": "{{tool_results}}"},
@@ -203,7 +173,7 @@ def test_deny_rules_hold_inside_children_including_compound_commands(tmp_path: P
             {
                 "agent_type": "general-purpose",
                 "turns": [
-                    {"tool_calls": [{"name": "Bash", "input": {"command": c}} for c in attempts]},
+                    {"tool_calls": [tool_call("Bash", command=c) for c in attempts]},
                     {"text": "child saw: {{tool_results}}"},
                 ],
             },
@@ -252,8 +222,8 @@ def test_hook_allow_answers_asks_but_never_overrules_a_deny_rule(tmp_path: Path)
                 "turns": [
                     {
                         "tool_calls": [
-                            {"name": "Bash", "input": {"command": "touch made.txt"}},
-                            {"name": "Bash", "input": {"command": "rm keep.txt"}},
+                            tool_call("Bash", command="touch made.txt"),
+                            tool_call("Bash", command="rm keep.txt"),
                         ]
                     },
                     {"text": "{{tool_results}}"},
@@ -286,31 +256,17 @@ def test_background_and_stopped_children_get_their_subagent_stop_once(tmp_path: 
                 "turns": [
                     {
                         "tool_calls": [
-                            {
-                                "name": "Agent",
-                                "input": {
-                                    "description": "quick bg",
-                                    "prompt": "quick",
-                                    "subagent_type": "Explore",
-                                    "run_in_background": True,
-                                },
-                            },
-                            {
-                                "name": "Agent",
-                                "input": {
-                                    "description": "slow bg",
-                                    "prompt": "slow",
-                                    "subagent_type": "Plan",
-                                    "run_in_background": True,
-                                },
-                            },
+                            agent_call(
+                                "quick", "Explore", description="quick bg", run_in_background=True
+                            ),
+                            agent_call(
+                                "slow", "Plan", description="slow bg", run_in_background=True
+                            ),
                         ]
                     },
                     {
                         "capture": {"slow": r"agentId: \w+[\s\S]*?agentId: (\w+)"},
-                        "tool_calls": [
-                            {"name": "TaskStop", "input": {"task_id": "{{capture.slow}}"}}
-                        ],
+                        "tool_calls": [tool_call("TaskStop", task_id="{{capture.slow}}")],
                     },
                     {"text": "stopped one"},
                     {"text": "ack {{last_user}}"},

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import recorded, run_cli, write_script
+from cli_helpers import agent_call, recorded, run_script, tool_call, write_script
 from subagents.agents.resume import INTERRUPTED_RESULT, resume_messages
 from subagents.messages import Message, tool_result_block, user_message
 from subagents.session import RunResult, Session, SessionOptions
@@ -24,10 +24,6 @@ X_AGENTS = json.dumps({"x": {"description": "test agent x", "prompt": "You are X
 
 def definition(version: str, tools: str) -> str:
     return f"---\nname: x\ndescription: test agent x\ntools: {tools}\n---\nYou are X {version}.\n"
-
-
-def agent_call(prompt: str, **extra: Any) -> dict[str, Any]:
-    return {"name": "Agent", "input": {"description": "x job", "prompt": prompt, **extra}}
 
 
 def sidecar(cwd: Path, agent_id: str) -> SidecarRecord:
@@ -81,9 +77,7 @@ def test_resume_across_processes_uses_the_frozen_snapshot_not_the_edited_definit
             {"agent_type": "x", "turns": [{"text": "first answer"}]},
         ],
     )
-    run1 = run_cli(
-        "-p", "go", "--model", f"scripted:{first}", "--output-format", "json", cwd=tmp_path
-    )
+    run1 = run_script(first, tmp_path)
     assert run1.code == 0, run1.stderr
     source_id = run1.json()["agents"][1]["agentId"]
     session_id = run1.json()["session_id"]
@@ -109,17 +103,7 @@ def test_resume_across_processes_uses_the_frozen_snapshot_not_the_edited_definit
             {"agent_type": "x", "match": "follow-up", "turns": [{"text": "second answer"}]},
         ],
     )
-    run2 = run_cli(
-        "-p",
-        f"resume {source_id}",
-        "--resume",
-        session_id,
-        "--model",
-        f"scripted:{second}",
-        "--output-format",
-        "json",
-        cwd=tmp_path,
-    )
+    run2 = run_script(second, tmp_path, "--resume", session_id, prompt=f"resume {source_id}")
     assert run2.code == 0, run2.stderr
     result = run2.json()
     assert "second answer" in result["result"]
@@ -201,9 +185,7 @@ async def test_a_killed_child_is_resumable(tmp_path: Path) -> None:
                     {
                         "capture": {"id": AGENT_ID},
                         "delay_ms": 300,
-                        "tool_calls": [
-                            {"name": "TaskStop", "input": {"task_id": "{{capture.id}}"}}
-                        ],
+                        "tool_calls": [tool_call("TaskStop", task_id="{{capture.id}}")],
                     },
                     {
                         "tool_calls": [
@@ -219,7 +201,7 @@ async def test_a_killed_child_is_resumable(tmp_path: Path) -> None:
                 "agent_type": "x",
                 "match": "slow work",
                 "turns": [
-                    {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}]},
+                    {"tool_calls": [tool_call("Glob", pattern="*")]},
                     {"text": "never", "delay_ms": 10_000},
                 ],
             },
@@ -376,9 +358,7 @@ async def test_a_user_stopped_child_is_resumable_after_a_restart(tmp_path: Path)
                     {
                         "capture": {"id": AGENT_ID},
                         "delay_ms": 200,
-                        "tool_calls": [
-                            {"name": "TaskStop", "input": {"task_id": "{{capture.id}}"}}
-                        ],
+                        "tool_calls": [tool_call("TaskStop", task_id="{{capture.id}}")],
                     },
                     {"text": "stopped"},
                     {"text": "{{last_user}}"},
@@ -388,7 +368,7 @@ async def test_a_user_stopped_child_is_resumable_after_a_restart(tmp_path: Path)
                 "agent_type": "x",
                 "match": "long job",
                 "turns": [
-                    {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}]},
+                    {"tool_calls": [tool_call("Glob", pattern="*")]},
                     {"text": "never", "delay_ms": 10_000},
                 ],
             },

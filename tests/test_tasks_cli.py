@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from cli_helpers import run_cli, run_script, write_script
+from cli_helpers import agent_call, run_cli, run_script, start_script, tool_call, write_script
 
 
 def background_script(tmp_path: Path, delay_ms: int) -> Path:
@@ -21,15 +18,12 @@ def background_script(tmp_path: Path, delay_ms: int) -> Path:
                 "turns": [
                     {
                         "tool_calls": [
-                            {
-                                "name": "Agent",
-                                "input": {
-                                    "description": "long job",
-                                    "prompt": "work hard",
-                                    "subagent_type": "Explore",
-                                    "run_in_background": True,
-                                },
-                            }
+                            agent_call(
+                                "work hard",
+                                "Explore",
+                                description="long job",
+                                run_in_background=True,
+                            )
                         ]
                     },
                     {"text": "launched"},
@@ -39,7 +33,7 @@ def background_script(tmp_path: Path, delay_ms: int) -> Path:
             {
                 "agent_type": "Explore",
                 "turns": [
-                    {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}]},
+                    {"tool_calls": [tool_call("Glob", pattern="*")]},
                     {"text": "the long job result", "delay_ms": delay_ms},
                 ],
             },
@@ -102,24 +96,7 @@ def test_list_show_output_and_transcript_after_a_run(tmp_path: Path) -> None:
 
 def test_stop_from_another_process_reaches_the_owner_within_a_second(tmp_path: Path) -> None:
     script = background_script(tmp_path, 30_000)
-    owner = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "subagents",
-            "-p",
-            "go",
-            "--model",
-            f"scripted:{script}",
-            "--output-format",
-            "json",
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
+    owner = start_script(script, tmp_path)
     try:
         task_id = None
         deadline = time.monotonic() + 20
