@@ -74,6 +74,7 @@ class AgentInput(ToolInput):
 
 
 TEAMMATE_ONLY_FIELDS = ("name", "team_name", "mode")
+_NO_SESSION = "The Agent tool needs a session runtime; run it inside a Session"
 
 
 class AgentTool(Tool[AgentInput]):
@@ -272,7 +273,7 @@ class AgentTool(Tool[AgentInput]):
 def _host(ctx: ToolContext) -> tuple[AgentRuntime, AgentFrame]:
     runtime, frame = ctx.services, ctx.owner
     if not isinstance(runtime, AgentRuntime) or not isinstance(frame, AgentFrame):
-        raise ToolError("The Agent tool needs a session runtime; run it inside a Session")
+        raise ToolError(_NO_SESSION)
     return runtime, frame
 
 
@@ -335,16 +336,17 @@ async def run_sync_child(
     runtime: AgentRuntime, job: AgentJob, info: CallInfo, *, name: str | None = None
 ) -> ToolOutput:
     """Run a child in the foreground (the parent waits; it may be auto-backgrounded)."""
-    manager = runtime.background
-    if not isinstance(manager, BackgroundAgentManager):
-        raise ToolError("The Agent tool needs a session runtime; run it inside a Session")
-    return await manager.run_foreground(job, info, name=name)
+    return await _manager(runtime).run_foreground(job, info, name=name)
 
 
 def launch_background_child(
     runtime: AgentRuntime, job: AgentJob, *, name: str | None = None
 ) -> ToolOutput:
+    return _manager(runtime).launch(job, name=name)
+
+
+def _manager(runtime: AgentRuntime) -> BackgroundAgentManager:
     manager = runtime.background
     if not isinstance(manager, BackgroundAgentManager):
-        raise ToolError("The Agent tool needs a session runtime; run it inside a Session")
-    return manager.launch(job, name=name)
+        raise ToolError(_NO_SESSION)
+    return manager
