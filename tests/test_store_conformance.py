@@ -75,3 +75,10 @@ def test_suite_catches_a_resurrection() -> None:
 def test_unknown_check_is_named() -> None:
     with pytest.raises(ValueError, match="no_such_check"):
         StoreConformance(MemoryStore).run("no_such_check")
+
+
+def test_run_all_passes_a_conforming_store_and_stops_at_a_broken_one() -> None:
+    """``run_all`` is how another store's test suite uses this one: every check, in order."""
+    StoreConformance(MemoryStore).run_all()
+    with pytest.raises(ConformanceError, match="stop"):
+        StoreConformance(_ForgetfulStore).run_all()
