@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import run_cli
+from cli_helpers import agent_call, run_script, script_args, tool_call
 from subagents.agents.leftovers import is_our_group, read_groups
 from subagents.state import ProjectState
 from subagents.store import FileStore, SidecarRecord
@@ -82,7 +82,7 @@ def child_entry(k: int, rng: random.Random) -> dict[str, Any]:
         "agent_type": "Explore",
         "match": f"token (C{k})$",
         "turns": [
-            {"tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}], "delay_ms": first},
+            {"tool_calls": [tool_call("Glob", pattern="*")], "delay_ms": first},
             {"text": f"report {{{{match.1}}}} {rng.random():.6f}", "delay_ms": total - first},
         ],
     }
@@ -92,7 +92,7 @@ SLEEPER = {
     "agent_type": "general-purpose",
     "match": "token (SLEEP)$",
     "turns": [
-        {"tool_calls": [{"name": "Bash", "input": {"command": "sleep 30"}}], "delay_ms": 50},
+        {"tool_calls": [tool_call("Bash", command="sleep 30")], "delay_ms": 50},
         {"text": "slept"},
     ],
 }
@@ -100,15 +100,8 @@ SLEEPER = {
 
 
 def launch(k: int | str, agent_type: str = "Explore") -> dict[str, Any]:
-    return {
-        "name": "Agent",
-        "input": {
-            "description": f"bg {k}",
-            "prompt": f"token {k}" if isinstance(k, str) else f"token C{k}",
-            "subagent_type": agent_type,
-            "run_in_background": True,
-        },
-    }
+    prompt = f"token {k}" if isinstance(k, str) else f"token C{k}"
+    return agent_call(prompt, agent_type, description=f"bg {k}", run_in_background=True)
 
 
 def write_scripts(folder: Path, rng: random.Random) -> tuple[Path, Path]:
@@ -187,14 +180,15 @@ def crash_once(index: int, root: Path) -> RunTally:
         tally.nothing_durable = True
         return tally
     if index % 2:  # the resumed session is itself killed, then resumed again
-        args = ["-p", "continue", "--resume", session_id, "--model", f"scripted:{resume_script}"]
+        args = script_args(
+            resume_script, "--resume", session_id, output_format="stream-json", prompt="continue"
+        )
         _, tally.resume_killed = start_and_kill(
             args, project, folder / "resume-crash", env, rng.uniform(0, 0.15)
         )
-    resumed = run_cli(
-        "-p", "continue", "--resume", session_id, "--model", f"scripted:{resume_script}",
-        "--output-format", "json", cwd=project, env=env, timeout=120,
-    )  # fmt: skip
+    resumed = run_script(
+        resume_script, project, "--resume", session_id, prompt="continue", env=env, timeout=120
+    )
     if resumed.code != 0:
         tally.problems.append(f"run {index}: resume failed: {resumed.stderr[-500:]}")
         return tally
@@ -215,7 +209,7 @@ def kill_at_random(
     tally: RunTally,
 ) -> str:
     """Start the crash run, read its session id, SIGKILL it 0-600 ms later."""
-    command = ["-p", "go", "--model", f"scripted:{script}"]
+    command = script_args(script, output_format="stream-json", prompt="go")
     session_id, killed = start_and_kill(
         command, project, folder / "crash", env, rng.uniform(0, 0.6)
     )
@@ -226,9 +220,9 @@ def kill_at_random(
 def start_and_kill(
     args: list[str], project: Path, stem: Path, env: dict[str, str], delay_s: float
 ) -> tuple[str, bool]:
-    """Run the CLI with ``args`` (stream-json); SIGKILL it ``delay_s`` after its init event.
-    Returns the session id and whether the kill landed before the run ended."""
-    command = [sys.executable, "-m", "subagents", *args, "--output-format", "stream-json"]
+    """Run the CLI with ``args`` (stream-json output); SIGKILL it ``delay_s`` after its init
+    event. Returns the session id and whether the kill landed before the run ended."""
+    command = [sys.executable, "-m", "subagents", *args]
     out = stem.with_suffix(".out")
     with out.open("wb") as stdout, stem.with_suffix(".err").open("wb") as stderr:
         proc = subprocess.Popen(command, cwd=project, env=env, stdout=stdout, stderr=stderr)
@@ -313,20 +307,16 @@ def resume_interrupted(
     if not sources:
         return
     calls = [
-        {
-            "name": "Agent",
-            "input": {"description": f"resume {n}", "prompt": f"continue R{n}", "resume_from": s},
-        }
+        agent_call(f"continue R{n}", description=f"resume {n}", resume_from=s)
         for n, s in enumerate(sources)
     ]
     script = folder / "resume_from.json"
     main = {"agent_type": "main", "turns": [{"tool_calls": calls}, {"text": "{{tool_results}}"}]}
     child = {"match": "continue (R\\d+)", "turns": [{"text": "again"}]}  # any type
     script.write_text(json.dumps({"agents": [main, child]}))
-    run = run_cli(
-        "-p", "resume them", "--resume", session_id, "--model", f"scripted:{script}",
-        "--output-format", "json", cwd=project, env=env, timeout=120,
-    )  # fmt: skip
+    run = run_script(
+        script, project, "--resume", session_id, prompt="resume them", env=env, timeout=120
+    )
     if run.code != 0:
         tally.problems.append(f"run {index}: resume_from run failed: {run.stderr[-500:]}")
         return
