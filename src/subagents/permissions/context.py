@@ -52,11 +52,15 @@ class PermissionContext:
         """The refusal text when an ``Agent(X)``/``Task(X)`` deny rule names ``agent_type``."""
         for rule in self.deny:
             if rule.tool in AGENT_TOOL_NAMES and rule.specifier == agent_type:
-                return (
-                    f"Agent type '{agent_type}' has been denied by permission rule "
-                    f"'{rule}'{rule.origin()}"
-                )
+                return agent_type_denied(rule)
         return None
+
+
+def agent_type_denied(rule: PermissionRule) -> str:
+    """The refusal text of an ``Agent(X)``/``Task(X)`` deny rule (at spawn and at a call)."""
+    return (
+        f"Agent type '{rule.specifier}' has been denied by permission rule '{rule}'{rule.origin()}"
+    )
 
 
 def derive_child(

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from subagents.permissions.commands import command_forms
-from subagents.permissions.context import PermissionContext
+from subagents.permissions.context import PermissionContext, agent_type_denied
 from subagents.permissions.rules import (
     AGENT_TOOL_NAMES,
     EDIT_TOOL_NAMES,
@@ -155,10 +155,7 @@ def _first_bash(rules: tuple[PermissionRule, ...], part: str) -> PermissionRule 
 
 def _denied_by_rule(rule: PermissionRule, subject: str) -> Decision:
     if rule.tool in AGENT_TOOL_NAMES and rule.specifier is not None:
-        message = (
-            f"Agent type '{rule.specifier}' has been denied by permission rule "
-            f"'{rule}'{rule.origin()}"
-        )
+        message = agent_type_denied(rule)
     else:
         message = f"Permission to use {subject} has been denied by rule '{rule}'{rule.origin()}"
     return Decision(behavior="deny", message=message, rule=rule, subject=subject)
