@@ -108,6 +108,16 @@ def _context(tmp_path: Path) -> ToolContext:
     )
 
 
+def _results(messages: Sequence[Message]) -> list[ToolResultBlock]:
+    return [
+        block
+        for message in messages
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block["type"] == "tool_result"
+    ]
+
+
 def _request(prompt: str, max_tokens: int = 64) -> ModelRequest:
     return ModelRequest(
         model="local:smollm2",
@@ -138,14 +148,7 @@ async def test_tool_calling_loop_on_a_real_model(smollm2: LocalModel, tmp_path: 
     assert all(call["name"] == "add" for call in calls)
     assert all(set(call["input"]) == {"a", "b"} for call in calls)
     assert len(tool.calls) == len(calls)  # every call validated and ran: none was malformed
-    results = [
-        block
-        for message in outcome.messages
-        if message["role"] == "user" and isinstance(message["content"], list)
-        for block in message["content"]
-        if block["type"] == "tool_result"
-    ]
-    assert not any(block.get("is_error") for block in results)
+    assert not any(block.get("is_error") for block in _results(outcome.messages))
     assert outcome.reason == "completed", (outcome.reason, outcome.error)
     assert outcome.final_text.strip()
     assert outcome.stats.usage.output_tokens > 0
@@ -232,16 +235,6 @@ class CoordinatorSmolLM2(LocalModel):
         if mode == "tools" and request.metadata.agent_type == "main" and _results(request.messages):
             mode = "reply"
         return super().request_body(request, mode=mode)
-
-
-def _results(messages: Sequence[Message]) -> list[ToolResultBlock]:
-    return [
-        block
-        for message in messages
-        if message["role"] == "user" and isinstance(message["content"], list)
-        for block in message["content"]
-        if block["type"] == "tool_result"
-    ]
 
 
 async def test_two_agent_delegation_on_a_real_model(smollm2: LocalModel, tmp_path: Path) -> None:
