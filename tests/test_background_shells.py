@@ -243,11 +243,18 @@ async def test_shutdown_kills_every_running_shell(tmp_path: Path, notes: Notes) 
 
 async def test_sigterm_ignoring_command_is_sigkilled(tmp_path: Path, notes: Notes) -> None:
     shells = make_manager(tmp_path, notes, kill_grace_s=0.2)
-    task = await start(shells, make_ctx(tmp_path), "trap '' TERM; echo ready; while :; do :; done")
-    await eventually(lambda: task.output_path is not None and task.output_path.stat().st_size > 0)
-    assert await shells.registry.kill(task.id) is True
-    await eventually(lambda: not pid_alive(task.extra["pid"]))
-    assert task.status == "killed"
+    try:
+        task = await start(
+            shells, make_ctx(tmp_path), "trap '' TERM; echo ready; while :; do :; done"
+        )
+        await eventually(
+            lambda: task.output_path is not None and task.output_path.stat().st_size > 0
+        )
+        assert await shells.registry.kill(task.id) is True
+        await eventually(lambda: not pid_alive(task.extra["pid"]))
+        assert task.status == "killed"
+    finally:  # a failed check must not leave a TERM-proof busy loop spinning
+        await shells.shutdown()
 
 
 async def test_read_output_keeps_the_tail(manager: BackgroundShellManager, tmp_path: Path) -> None:
