@@ -12,15 +12,16 @@ unwrapping can only ever make a decision stricter.
 
 from __future__ import annotations
 
-import re
 import shlex
 
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+from subagents.tools.bash_parse import ASSIGNMENT
+from subagents.tools.bash_readonly import XARGS_VALUE_OPTIONS
+
 # Wrapper → options of it that take a separate value (so the value is not taken as the command).
 _WRAPPERS: dict[str, frozenset[str]] = {
     "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}),
     "env": frozenset({"-u", "-C", "-S"}),
-    "xargs": frozenset({"-I", "-n", "-P", "-d", "-L", "-s", "-a", "-E"}),
+    "xargs": XARGS_VALUE_OPTIONS,
     "nice": frozenset({"-n"}),
     "nohup": frozenset(),
     "command": frozenset(),
@@ -58,7 +59,7 @@ def _words(command: str) -> list[str]:
 
 def _strip_one(words: list[str]) -> list[str] | None:
     head = words[0]
-    if _ASSIGNMENT.match(head):
+    if ASSIGNMENT.match(head):
         return words[1:]
     program = head.rsplit("/", 1)[-1]
     if program != head:
@@ -67,7 +68,7 @@ def _strip_one(words: list[str]) -> list[str] | None:
     if options is None:
         return None
     index = 1
-    while index < len(words) and (words[index].startswith("-") or _ASSIGNMENT.match(words[index])):
+    while index < len(words) and (words[index].startswith("-") or ASSIGNMENT.match(words[index])):
         index += 2 if words[index] in options else 1
     if program in _TAKES_POSITIONAL and index < len(words):
         index += 1

@@ -346,13 +346,14 @@ def has_output_redirection(simple: str) -> bool:
     return False
 
 
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+"""A leading ``NAME=value`` (or ``NAME+=value``) word: an assignment, not the command."""
 
 
 def _command_words(words: list[str]) -> list[str]:
     """The words after leading ``NAME=value`` assignments."""
     index = 0
-    while index < len(words) and _ASSIGNMENT.match(words[index]):
+    while index < len(words) and ASSIGNMENT.match(words[index]):
         index += 1
     return words[index:]
 

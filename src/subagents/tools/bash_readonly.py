@@ -98,7 +98,7 @@ def _sed(args: list[str]) -> bool:
     )
 
 
-_XARGS_VALUE_OPTIONS = frozenset({"-I", "-n", "-P", "-d", "-L", "-s", "-a", "-E"})
+XARGS_VALUE_OPTIONS = frozenset({"-I", "-n", "-P", "-d", "-L", "-s", "-a", "-E"})
 _XARGS_FLAGS = frozenset({"-0", "-r", "-t", "--null", "--no-run-if-empty", "--verbose"})
 
 
@@ -106,9 +106,9 @@ def _xargs(args: list[str]) -> bool:
     """``xargs CMD ...`` is read-only when CMD is (its options are skipped first)."""
     index = 0
     while index < len(args) and args[index].startswith("-"):
-        if args[index] in _XARGS_VALUE_OPTIONS:
+        if args[index] in XARGS_VALUE_OPTIONS:
             index += 2
-        elif args[index] in _XARGS_FLAGS or args[index][:2] in _XARGS_VALUE_OPTIONS:
+        elif args[index] in _XARGS_FLAGS or args[index][:2] in XARGS_VALUE_OPTIONS:
             index += 1
         else:
             return False
