@@ -89,7 +89,7 @@ PROVIDERS: dict[str, ProviderFactory] = {
     "openai": _openai,
     "local": _local,
 }
-"""provider name -> factory. Other engineers add ``anthropic``, ``openai`` and ``local`` here."""
+"""provider name -> factory; ``register_provider`` adds more."""
 
 
 def register_provider(name: str, factory: ProviderFactory) -> None:
