@@ -3,28 +3,26 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import pid_alive, recorded, run_cli, run_script, wait_until_dead, write_script
+import cli_helpers
+from cli_helpers import (
+    pid_alive,
+    recorded,
+    run_script,
+    start_script,
+    wait_until_dead,
+    write_script,
+)
 
 
 def agent_call(prompt: str, subagent_type: str = "Explore", **extra: Any) -> dict[str, Any]:
-    return {
-        "name": "Agent",
-        "input": {
-            "description": "probe",
-            "prompt": prompt,
-            "subagent_type": subagent_type,
-            **extra,
-        },
-    }
+    return cli_helpers.agent_call(prompt, subagent_type, description="probe", **extra)
 
 
 def test_five_parallel_children_report_to_the_coordinator(tmp_path: Path) -> None:
@@ -271,26 +269,7 @@ def test_interrupt_stops_sync_child_and_kills_its_shell(tmp_path: Path) -> None:
             },
         ],
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "subagents",
-            "-p",
-            "go",
-            "--model",
-            f"scripted:{script}",
-            "--output-format",
-            "json",
-            "--permission-mode",
-            "bypassPermissions",
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
+    proc = start_script(script, tmp_path, "--permission-mode", "bypassPermissions")
     deadline = time.monotonic() + 20
     while not pidfile.exists() or not pidfile.read_text().strip():
         assert time.monotonic() < deadline, "the child's shell never started"
@@ -340,7 +319,7 @@ def test_a_child_running_past_two_seconds_reports_progress(tmp_path: Path) -> No
     assert first["recent_activities"] == ["Glob: *"]
     assert first["elapsed_ms"] >= 2000
 
-    text = run_cli("-p", "go", "--model", f"scripted:{script.parent / 'script.json'}", cwd=tmp_path)
+    text = run_script(script.parent / "script.json", tmp_path, output_format="text")
     assert text.code == 0, text.stderr
     assert re.search(
         r"\[Explore a\w{8}\] 1 tool uses · \d+ tokens · [\d.]+ s · Glob: \*", text.stderr
