@@ -249,3 +249,25 @@ def test_symlink_loop_is_an_error_not_a_missing_file(dirs: dict[str, Path]) -> N
     path.symlink_to(path)
     with pytest.raises(SettingsError, match=rf"^{path}: cannot read settings file"):
         load(dirs)
+
+
+def test_subagents_home_with_a_tilde_means_the_same_folder_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SUBAGENTS_HOME=~/x``: the store, the definitions and the settings all read ``$HOME/x``
+    (one rule, ``state.subagents_home``), not a literal folder named ``~``."""
+    from subagents.agents.definitions import load_definitions
+    from subagents.state import ProjectState
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("SUBAGENTS_HOME", "~/sa-home")
+    folder = tmp_path / "sa-home"
+    (folder / "agents").mkdir(parents=True)
+    (folder / "agents" / "helper.md").write_text("---\nname: helper\ndescription: d\n---\nbody")
+    (folder / "settings.json").write_text(json.dumps({"permissions": {"deny": ["Bash"]}}))
+    project = tmp_path / "project"
+    project.mkdir()
+    assert ProjectState.for_cwd(project).home == folder
+    assert folder / "settings.json" in settings_paths(cwd=project, home=tmp_path)
+    assert [r.rule for r in load_settings(cwd=project, home=tmp_path).deny] == ["Bash"]
+    assert "helper" in load_definitions(cwd=project, home=tmp_path).names()

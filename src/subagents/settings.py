@@ -19,12 +19,13 @@ than not running at all.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from subagents import state
 
 PermissionModeName = Literal["default", "acceptEdits", "bypassPermissions", "dontAsk", "plan"]
 RuleBehavior = Literal["allow", "deny", "ask"]
@@ -110,8 +111,7 @@ def settings_paths(
     """Candidate files in merge order (lowest priority first); duplicates appear once."""
     home = Path.home() if home is None else home
     if subagents_home is None:
-        env_home = os.environ.get("SUBAGENTS_HOME")
-        subagents_home = Path(env_home) if env_home else home / ".subagents"
+        subagents_home = state.subagents_home(home)
     paths = [home / ".claude" / "settings.json", subagents_home / "settings.json"]
     if trusted:
         paths += [

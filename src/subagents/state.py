@@ -20,10 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-def subagents_home() -> Path:
-    """``SUBAGENTS_HOME`` or ``~/.subagents``; not created here (importing does no I/O)."""
+def subagents_home(user_home: Path | None = None) -> Path:
+    """``SUBAGENTS_HOME`` (``~`` expanded) or ``<user_home>/.subagents`` (the user's home by
+    default); not created here (importing does no I/O). The one place this rule lives: the
+    store, definitions and settings all look in the same folder."""
     raw = os.environ.get("SUBAGENTS_HOME")
-    return Path(raw).expanduser() if raw else Path.home() / ".subagents"
+    if raw:
+        return Path(raw).expanduser()
+    return (user_home if user_home is not None else Path.home()) / ".subagents"
 
 
 def canonical_project(cwd: Path) -> Path:

@@ -15,11 +15,11 @@ becomes one ``DefinitionError`` and every other file still loads.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from subagents import state
 from subagents.agents.builtin import BUILTIN_AGENTS, Verdict, parse_verdict
 from subagents.agents.schema import (
     CLI_FILE,
@@ -114,8 +114,7 @@ def load_definitions(
     """Every definition visible from ``cwd``, layered by precedence (see the module docstring)."""
     home = home if home is not None else Path.home()
     if subagents_home is None:
-        env_home = os.environ.get("SUBAGENTS_HOME")
-        subagents_home = Path(env_home) if env_home else home / ".subagents"
+        subagents_home = state.subagents_home(home)
     result = DefinitionSet()
     for builtin in BUILTIN_AGENTS:
         result.add(builtin)
