@@ -53,10 +53,6 @@ def user_message(content: str | list[ContentBlock]) -> Message:
     return {"role": "user", "content": content}
 
 
-def assistant_message(content: list[ContentBlock]) -> Message:
-    return {"role": "assistant", "content": content}
-
-
 def tool_result_block(tool_use_id: str, content: str, *, is_error: bool = False) -> ToolResultBlock:
     block: ToolResultBlock = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
     if is_error:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from subagents.events import AgentRef
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome, LoopSpec, LoopStats, run_loop
+from subagents.loop.scheduling import MAX_CONCURRENT_TOOLS
 from subagents.messages import Message, Usage
 from subagents.models.retry import ModelCaller
 from subagents.store.transcript import TranscriptWriter
@@ -92,7 +93,7 @@ class AgentJob:
     transcript: Path | None = None
     on_turn: Callable[[LoopStats], None] | None = None
     tool_schemas: list[Any] | None = None
-    tool_concurrency: int = 10
+    tool_concurrency: int = MAX_CONCURRENT_TOOLS
     parent_tool_names: tuple[str, ...] = ()
     """What the parent can use (does it have Read or Bash to look at an output file?)."""
     worktree: Any = None
