@@ -3,7 +3,8 @@
 ``Session`` is what the CLI's ``-p`` and the library's ``run()`` drive. It resolves the model,
 builds the main agent's tools and context, runs it through ``agents.runner.run_agent`` and turns
 the outcome into the result object of SPEC §19 (``subtype``, ``usage`` summed over every agent,
-the per-agent ``agents`` list). Sub-agents reach the session through ``ToolContext.services``.
+the per-agent ``agents`` list). Tools reach the session through ``ToolContext.services``
+(``agents.services.SessionServices``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from subagents.agents.project_context import load_project_context
 from subagents.agents.prompts import main_system_prompt
 from subagents.agents.runner import AgentJob, AgentRun, run_agent
 from subagents.agents.runtime import AgentFrame, AgentRuntime
+from subagents.agents.services import SessionServices
 from subagents.agents.shells import BackgroundShellManager
 from subagents.agents.tasks import TaskRegistry
 from subagents.agents.verification import install_verification
@@ -174,7 +176,6 @@ class Session:
             tasks_dir=self.state.tasks_dir,
             root_inbox=self.inbox,
         )
-        self.runtime.background = self.background
         self.writer = DurableWriter()
         self.store: Store = options.store or FileStore(self.state)
         self.background.records = (
@@ -187,8 +188,11 @@ class Session:
             if options.sidecars
             else None
         )
-        self.runtime.shells = BackgroundShellManager(
+        self.shells = BackgroundShellManager(
             self.registry, self.state.tasks_dir, self.background.notify
+        )
+        self.services = SessionServices(
+            runtime=self.runtime, children=self.background, shells=self.shells
         )
 
     def _load_settings(self) -> Settings:
@@ -366,7 +370,7 @@ class Session:
             abort=self.abort,
             agent=ref,
             emit=self.emit,
-            services=self.runtime,
+            services=self.services,
             owner=frame,
             can_use_tool=self.permissions,
             hooks=self.runtime.hooks,
@@ -415,8 +419,6 @@ class Session:
         collection once a few finished sessions pile up)."""
         self.registry.release()
         self.runtime.on_child_done.clear()
-        self.runtime.background = None
-        self.runtime.shells = None
         self.inbox.expecting = None
 
     def _wait_for_background(self, main_id: str) -> None:
@@ -434,7 +436,7 @@ class Session:
     async def _shutdown(self) -> None:
         """Shutdown kills every task still running: background agents and shells."""
         await self.background.shutdown()
-        await self.runtime.shells.shutdown()
+        await self.shells.shutdown()
         await self.background.drain_writes()
         if self.background.records is not None:
             await self.background.records.drain()

@@ -17,12 +17,14 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from subagents.agents.background import BackgroundAgentManager
 from subagents.agents.child import ChildRequest, prepare_child
 from subagents.agents.fork import FORK_AGENT_TYPE, FORK_IN_FORK_ERROR, prepare_fork
+from subagents.agents.resume import prepare_resume, refuse_overrides, settle_writes
 from subagents.agents.runner import AgentJob
 from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.agents.schema import AgentDefinition
+from subagents.agents.services import SessionServices
+from subagents.agents.synthesis import run_parallel_with_synthesis
 from subagents.ids import new_id
 from subagents.models.base import ToolSchema
 from subagents.tools.base import (
@@ -34,6 +36,8 @@ from subagents.tools.base import (
     ToolOutput,
     input_json_schema,
 )
+from subagents.worktrees.hooks import create_isolated
+from subagents.worktrees.lifecycle import WorktreeError, isolated_roots, working_dir_in
 
 PermissionModeName = Literal["acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"]
 
@@ -120,14 +124,15 @@ class AgentTool(Tool[AgentInput]):
         return ToolSchema(name=self.name, description=self.description, input_schema=schema)
 
     async def call(self, args: AgentInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
-        runtime, frame = _host(ctx)
+        services, frame = _host(ctx)
+        runtime = services.runtime
         self._check_environment(args, frame)
         if args.team_name:
             raise ToolError("Teams are not available in this runtime: omit team_name")
         if frame.is_fork:
             raise ToolError(FORK_IN_FORK_ERROR)
         if args.resume_from:
-            return await self._resume(args, args.resume_from, runtime, ctx, frame, info)
+            return await self._resume(args, args.resume_from, services, ctx, frame, info)
         if wants_fork(args.subagent_type, runtime):
             if args.isolation or args.cwd:
                 raise ToolError(
@@ -145,7 +150,7 @@ class AgentTool(Tool[AgentInput]):
                 background=background,
             )
             job.run.tool_use_id = info.tool_use_id
-            return await self._run(runtime, job, info, background, name=args.name)
+            return await _run(services, job, info, background, name=args.name)
         definition = resolve_definition(runtime, args.subagent_type)
         _check_permission(runtime, definition)
         _check_limits(runtime, frame)
@@ -161,14 +166,12 @@ class AgentTool(Tool[AgentInput]):
         )
         if runtime.config.parallel_tasks_count > 1 and not background:
             # Copies share the parent's working directory (no per-copy worktrees yet).
-            from subagents.agents.synthesis import run_parallel_with_synthesis as fan_out
-
-            return await fan_out(
-                runtime, ctx, frame, request, runtime.config.parallel_tasks_count, info
+            return await run_parallel_with_synthesis(
+                services, ctx, frame, request, runtime.config.parallel_tasks_count, info
             )
         await self._place(request, args, definition, runtime, ctx)
         job = prepare_child(runtime, ctx, frame, request)
-        return await self._run(runtime, job, info, background, name=args.name)
+        return await _run(services, job, info, background, name=args.name)
 
     async def _place(
         self,
@@ -184,9 +187,6 @@ class AgentTool(Tool[AgentInput]):
             return
         if (args.isolation or definition.isolation) != "worktree":
             return
-        from subagents.worktrees.hooks import create_isolated
-        from subagents.worktrees.lifecycle import WorktreeError, isolated_roots, working_dir_in
-
         agent_id = new_id("local_agent")
         hooks = runtime.hooks.config if runtime.hooks is not None else None
         try:
@@ -204,37 +204,23 @@ class AgentTool(Tool[AgentInput]):
         request.cwd = working_dir_in(worktree, ctx.cwd)
         request.roots = isolated_roots(ctx.roots, ctx.cwd, worktree.path)
 
-    async def _run(
-        self,
-        runtime: AgentRuntime,
-        job: AgentJob,
-        info: CallInfo,
-        background: bool,
-        *,
-        name: str | None = None,
-    ) -> ToolOutput:
-        if background:
-            return launch_background_child(runtime, job, name=name)
-        return await run_sync_child(runtime, job, info, name=name)
-
     async def _resume(
         self,
         args: AgentInput,
         source_id: str,
-        runtime: AgentRuntime,
+        services: SessionServices,
         ctx: ToolContext,
         frame: AgentFrame,
         info: CallInfo,
     ) -> ToolOutput:
         """``resume_from``: a new run from the source's frozen snapshot (``agents.resume``);
         exempt from the concurrent-children limit (SPEC §15)."""
-        from subagents.agents.resume import prepare_resume, refuse_overrides, settle_writes
-
         refuse_overrides(model=args.model, mode=args.mode, isolation=args.isolation, cwd=args.cwd)
-        await settle_writes(runtime)
-        background = self._background(args, None, runtime)
+        await settle_writes(services.records)
+        background = self._background(args, None, services.runtime)
         job = prepare_resume(
-            runtime,
+            services.runtime,
+            services.records,
             ctx,
             frame,
             source_id=source_id,
@@ -244,7 +230,7 @@ class AgentTool(Tool[AgentInput]):
             background=background,
             tool_use_id=info.tool_use_id,
         )
-        return await self._run(runtime, job, info, background, name=args.name)
+        return await _run(services, job, info, background, name=args.name)
 
     def _background(
         self, args: AgentInput, definition: AgentDefinition | None, runtime: AgentRuntime
@@ -270,11 +256,24 @@ class AgentTool(Tool[AgentInput]):
             raise ToolError("run_in_background is not available: background tasks are disabled")
 
 
-def _host(ctx: ToolContext) -> tuple[AgentRuntime, AgentFrame]:
-    runtime, frame = ctx.services, ctx.owner
-    if not isinstance(runtime, AgentRuntime) or not isinstance(frame, AgentFrame):
+def _host(ctx: ToolContext) -> tuple[SessionServices, AgentFrame]:
+    services, frame = ctx.services, ctx.owner
+    if not isinstance(services, SessionServices) or not isinstance(frame, AgentFrame):
         raise ToolError(_NO_SESSION)
-    return runtime, frame
+    return services, frame
+
+
+async def _run(
+    services: SessionServices,
+    job: AgentJob,
+    info: CallInfo,
+    background: bool,
+    *,
+    name: str | None = None,
+) -> ToolOutput:
+    if background:
+        return services.launch(job, name=name)
+    return await services.run_foreground(job, info, name=name)
 
 
 def _checked_cwd(raw: str, ctx: ToolContext) -> Path:
@@ -330,23 +329,3 @@ def _check_limits(runtime: AgentRuntime, frame: AgentFrame) -> None:
             "(SUBAGENTS_MAX_CONCURRENT_SUBAGENTS). Do not retry this call now; wait for running "
             "agents to finish or do the work directly."
         )
-
-
-async def run_sync_child(
-    runtime: AgentRuntime, job: AgentJob, info: CallInfo, *, name: str | None = None
-) -> ToolOutput:
-    """Run a child in the foreground (the parent waits; it may be auto-backgrounded)."""
-    return await _manager(runtime).run_foreground(job, info, name=name)
-
-
-def launch_background_child(
-    runtime: AgentRuntime, job: AgentJob, *, name: str | None = None
-) -> ToolOutput:
-    return _manager(runtime).launch(job, name=name)
-
-
-def _manager(runtime: AgentRuntime) -> BackgroundAgentManager:
-    manager = runtime.background
-    if not isinstance(manager, BackgroundAgentManager):
-        raise ToolError(_NO_SESSION)
-    return manager

@@ -30,10 +30,15 @@ from subagents.agents.runner import AgentJob, AgentRun
 from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.agents.schema import AgentDefinition
 from subagents.events import AgentRef
+from subagents.hooks.engine import HookEngine
 from subagents.ids import new_id
 from subagents.loop.query import Budget
 from subagents.messages import Message, user_message
+from subagents.permissions.checker import PermissionChecker
+from subagents.permissions.context import derive_child
+from subagents.permissions.modes import parse_mode
 from subagents.tools.base import CanUseTool, PermissionResult, Tool, ToolContext
+from subagents.worktrees.lifecycle import WorktreeInfo
 
 
 @dataclass(kw_only=True)
@@ -52,8 +57,8 @@ class ChildRequest:
     agent_id: str | None = None
     """Drawn by the caller when something (a worktree) must be named after the child first."""
     roots: tuple[Path, ...] | None = None
-    worktree: Any = None
-    """The child's isolated worktree (``worktrees.lifecycle.WorktreeInfo``), when isolated."""
+    worktree: WorktreeInfo | None = None
+    """The child's isolated worktree, when isolated."""
 
 
 def prepare_child(
@@ -126,13 +131,10 @@ def prepare_child(
 
 def derive_checker(
     parent: AgentFrame, definition: AgentDefinition, tool_names: list[str], request: ChildRequest
-) -> Any:
+) -> PermissionChecker | None:
     """The child's permission checker: never a mode, rule or tool its parent lacks."""
     if parent.permissions is None:
         return None
-    from subagents.permissions.context import derive_child
-    from subagents.permissions.modes import parse_mode
-
     context = derive_child(
         parent.permissions.context,
         definition_mode=definition.permission_mode,
@@ -145,7 +147,7 @@ def derive_checker(
 
 def child_hooks(
     runtime: AgentRuntime, definition: AgentDefinition, run: AgentRun, transcript: Path | None
-) -> Any:
+) -> HookEngine | None:
     """The session's hooks plus the definition's frontmatter hooks, scoped to this child."""
     if runtime.hooks is None:
         return None

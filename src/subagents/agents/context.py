@@ -20,14 +20,13 @@ emit events, and those are tagged with its identity.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from subagents.abort import AbortSignal
 from subagents.agents.leftovers import group_recorder, pids_path
 from subagents.events import AgentRef
-from subagents.loop.hooks import LoopHooks
 from subagents.processes import ProcessTracker
-from subagents.tools.base import CanUseTool, ToolContext
+from subagents.tools.base import CanUseTool, LoopHooks, RunningAgent, ToolContext, ToolServices
 
 
 def create_subagent_context(
@@ -35,7 +34,7 @@ def create_subagent_context(
     *,
     agent: AgentRef,
     abort: AbortSignal,
-    owner: Any,
+    owner: RunningAgent,
     cwd: Path | None = None,
     roots: tuple[Path, ...] | None = None,
     can_use_tool: CanUseTool | None = None,
@@ -64,13 +63,12 @@ def create_subagent_context(
 
 
 def _child_tracker(
-    services: Any, agent: AgentRef, transcript: Path | Literal["ask"] | None
+    services: ToolServices | None, agent: AgentRef, transcript: Path | Literal["ask"] | None
 ) -> ProcessTracker:
     """A fresh tracker that also records each group on disk (``agents.leftovers``), so crash
     recovery can kill the child's shells after the runtime itself was killed."""
     if isinstance(transcript, str):  # "ask"
-        transcript_for = getattr(services, "transcript_for", None)
-        transcript = transcript_for(agent.agent_id) if callable(transcript_for) else None
-    if not isinstance(transcript, Path):
+        transcript = services.transcript_for(agent.agent_id) if services is not None else None
+    if transcript is None:
         return ProcessTracker()
     return ProcessTracker(on_add=group_recorder(pids_path(transcript)))

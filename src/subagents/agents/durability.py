@@ -52,6 +52,7 @@ from subagents.store.records import (
 )
 from subagents.store.records import WorktreeInfo as StoreWorktree
 from subagents.store.writer import DurableWriter
+from subagents.worktrees.lifecycle import WorktreeInfo
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +312,7 @@ def build_record(
     )
 
 
-def _worktree_record(info: Any) -> StoreWorktree | None:
+def _worktree_record(info: WorktreeInfo | None) -> StoreWorktree | None:
     if info is None:
         return None
     return StoreWorktree(path=str(info.path), branch=info.branch or "", outcome="active")

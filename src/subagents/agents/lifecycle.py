@@ -11,13 +11,13 @@ denials trip the breaker is aborted at its next turn instead of retrying forever
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from subagents.abort import LinkedAbortSignal
 from subagents.agents.runner import AgentJob, run_agent
 from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.loop.query import LoopOutcome, LoopStats
-from subagents.messages import text_block, tool_uses
+from subagents.messages import ContentBlock, text_block, tool_uses
+from subagents.worktrees.lifecycle import finish_worktree
 
 _log = logging.getLogger(__name__)
 
@@ -51,9 +51,8 @@ async def run_child(runtime: AgentRuntime, job: AgentJob) -> LoopOutcome:
 
 async def _settle_worktree(job: AgentJob) -> None:
     """Success with no change removes the worktree; anything else keeps it (and says where)."""
-    from subagents.worktrees.lifecycle import finish_worktree
-
     run = job.run
+    assert job.worktree is not None
     try:
         outcome = await finish_worktree(job.worktree, success=run.status == "completed")
     except Exception as exc:  # never lose the child's work over a cleanup error: keep it
@@ -68,7 +67,9 @@ async def _settle_worktree(job: AgentJob) -> None:
 def _add_context(job: AgentJob, text: str) -> None:
     first = job.messages[-1]
     content = first["content"]
-    blocks: list[Any] = [text_block(content)] if isinstance(content, str) else list(content)
+    blocks: list[ContentBlock] = (
+        [text_block(content)] if isinstance(content, str) else list(content)
+    )
     blocks.append(text_block(text))
     first["content"] = blocks
 

@@ -9,7 +9,7 @@ team) needs teams, which this runtime does not have yet: it is refused.
 The message is wrapped as ``<teammate-message from=... summary=...>`` with every runtime tag in
 the sender's text escaped, so a message cannot pose as a notification or a directive. The tool
 (``tools/send_message.py``) only validates its input and calls ``send_message`` through
-``AgentRuntime.send_message``, which keeps ``tools/`` free of imports from ``agents/``.
+``SessionServices.send_message``, which keeps ``tools/`` free of imports from ``agents/``.
 """
 
 from __future__ import annotations
@@ -17,42 +17,51 @@ from __future__ import annotations
 import html
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
+from subagents.agents.background import BackgroundAgentManager
 from subagents.agents.notifications import escape_runtime_tags
+from subagents.agents.resume import prepare_resume, session_store, settle_writes
+from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.loop.inbox import InboxItem
+from subagents.store.errors import StoreError
+from subagents.store.protocol import Store
+from subagents.store.records import SidecarRecord
 from subagents.tools.base import ToolContext, ToolError, ToolOutput
 
 BROADCAST = "*"
+_NO_SESSION = "SendMessage needs a session runtime; run it inside a Session"
 
 
 @dataclass(kw_only=True, frozen=True)
-class Message:
+class AgentMessage:
+    """One SendMessage call: recipient (name or id), text, optional preview."""
+
     to: str
     message: str
     summary: str | None = None
 
 
-async def send_message(ctx: ToolContext, args: Message) -> ToolOutput:
+async def send_message(
+    runtime: AgentRuntime, children: BackgroundAgentManager, ctx: ToolContext, args: AgentMessage
+) -> ToolOutput:
     if args.to.strip() == BROADCAST:
         raise ToolError(
             "SendMessage to '*' needs a team, and teams are not available in this runtime: "
             "address one agent by name or id"
         )
-    manager = _manager(ctx)
     target = args.to.strip()
-    agent_id = manager.names.get(target, target)
-    inbox = manager.inboxes.get(agent_id)
+    agent_id = children.names.get(target, target)
+    inbox = children.inboxes.get(agent_id)
     if inbox is not None:
         inbox.put(InboxItem(id=f"message:{uuid.uuid4()}", text=wrap(args, ctx)))
         return ToolOutput(
             content=f"Message delivered to {target} (it will read it at its next turn).",
             metadata={"to": target, "agentId": agent_id, "delivered": True},
         )
-    return await _resume_with(args, target, agent_id, ctx, manager)
+    return await _resume_with(args, target, agent_id, ctx, runtime, children)
 
 
-def wrap(args: Message, ctx: ToolContext) -> str:
+def wrap(args: AgentMessage, ctx: ToolContext) -> str:
     """The message as the recipient sees it: sender, preview, and defused text."""
     text, _ = escape_runtime_tags(args.message)
     summary, _ = escape_runtime_tags(args.summary or "")
@@ -61,28 +70,24 @@ def wrap(args: Message, ctx: ToolContext) -> str:
     return f'<teammate-message from="{sender}"{preview}>\n{text}\n</teammate-message>'
 
 
-def _manager(ctx: ToolContext) -> Any:
-    manager = getattr(ctx.services, "background", None)
-    if manager is None or not hasattr(manager, "inboxes"):
-        raise ToolError("SendMessage needs a session runtime; run it inside a Session")
-    return manager
-
-
 async def _resume_with(
-    args: Message, target: str, agent_id: str, ctx: ToolContext, manager: Any
+    args: AgentMessage,
+    target: str,
+    agent_id: str,
+    ctx: ToolContext,
+    runtime: AgentRuntime,
+    children: BackgroundAgentManager,
 ) -> ToolOutput:
     """A finished recipient: resume it in the background with the message as its prompt."""
-    from subagents.agents.resume import prepare_resume, session_store, settle_writes
-    from subagents.agents.runtime import AgentFrame, AgentRuntime
-
-    runtime, frame = ctx.services, ctx.owner
-    if not isinstance(runtime, AgentRuntime) or not isinstance(frame, AgentFrame):
-        raise ToolError("SendMessage needs a session runtime; run it inside a Session")
-    await settle_writes(runtime)
-    store, _, _ = session_store(runtime)
+    frame = ctx.owner
+    if not isinstance(frame, AgentFrame):
+        raise ToolError(_NO_SESSION)
+    records = children.records
+    await settle_writes(records)
+    store, _, _ = session_store(records)
     record = _record(store, agent_id)
     if record is None:
-        known = ", ".join(sorted(manager.names)) or "none"
+        known = ", ".join(sorted(children.names)) or "none"
         raise ToolError(
             f"SendMessage: no agent named or with id {target!r}. Known agent names: {known}"
         )
@@ -93,6 +98,7 @@ async def _resume_with(
         )
     job = prepare_resume(
         runtime,
+        records,
         ctx,
         frame,
         source_id=agent_id,
@@ -100,10 +106,10 @@ async def _resume_with(
         description=args.summary or f"message to {target}",
         background=True,
     )
-    names = sorted({n for n, i in manager.names.items() if i == agent_id or n == target})
-    launched = manager.launch(job, name=names[0] if names else None)
+    names = sorted({n for n, i in children.names.items() if i == agent_id or n == target})
+    launched = children.launch(job, name=names[0] if names else None)
     for name in names[1:]:
-        manager.names[name] = job.run.agent_id
+        children.names[name] = job.run.agent_id
     new_id = job.run.agent_id
     called = f" ({', '.join(names)} now points to it)" if names else ""
     return ToolOutput(
@@ -121,9 +127,7 @@ async def _resume_with(
     )
 
 
-def _record(store: Any, agent_id: str) -> Any:
-    from subagents.store.errors import StoreError
-
+def _record(store: Store, agent_id: str) -> SidecarRecord | None:
     try:
         return store.get(agent_id)
     except StoreError:

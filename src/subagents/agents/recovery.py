@@ -55,6 +55,7 @@ from subagents.agents.transcript_repair import (
     cut_to_durable,
     inspect_transcript,
 )
+from subagents.hooks.engine import HookEngine
 from subagents.loop.inbox import InboxItem
 from subagents.messages import (
     ContentBlock,
@@ -72,6 +73,7 @@ from subagents.store.errors import StoreError
 from subagents.store.process_identity import current_identity, is_alive
 from subagents.store.protocol import Store
 from subagents.store.records import RunResult, SidecarRecord, WorktreeInfo, is_visible
+from subagents.worktrees.lifecycle import settle_orphan
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +120,7 @@ def is_orphan(record: SidecarRecord) -> bool:
 
 
 async def reconcile_orphans(
-    store: Store, state: ProjectState, *, hooks: Any = None
+    store: Store, state: ProjectState, *, hooks: HookEngine | None = None
 ) -> list[RecoveryResult]:
     """Reconcile every orphaned child of ``state.project`` (see the module docstring).
 
@@ -153,7 +155,9 @@ def _candidates(store: Store, state: ProjectState) -> list[SidecarRecord]:
     return [r for r in store.list_agents(state.project) if r.status == "running"]
 
 
-async def _reconcile_one(store: Store, record: SidecarRecord, hooks: Any) -> RecoveryResult | None:
+async def _reconcile_one(
+    store: Store, record: SidecarRecord, hooks: HookEngine | None
+) -> RecoveryResult | None:
     me = current_identity()
     if not await asyncio.to_thread(store.take_lease, record.agent_id, me):
         return None
@@ -276,8 +280,6 @@ async def _settle_worktree(store: Store, record: SidecarRecord, outcome: Outcome
     info = record.worktree
     if info is None or info.outcome != "active":
         return None
-    from subagents.worktrees.lifecycle import settle_orphan
-
     path = Path(info.path)
     data = {"path": info.path, "name": path.name, "branch": info.branch}
     if path.parent.name == "worktrees" and path.parent.parent.name == ".subagents":
@@ -294,7 +296,7 @@ async def _settle_worktree(store: Store, record: SidecarRecord, outcome: Outcome
     return new_info.outcome
 
 
-async def _fire_stop(hooks: Any, record: SidecarRecord) -> None:
+async def _fire_stop(hooks: HookEngine, record: SidecarRecord) -> None:
     try:
         await hooks.ensure_stopped(record.agent_id, record.agent_type, record.transcript_path or "")
     except Exception:

@@ -23,29 +23,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from subagents.abort import AbortSignal
 from subagents.agents.builtin import BUILTIN_AGENTS
 from subagents.agents.child import child_permissions
 from subagents.agents.context import create_subagent_context
+from subagents.agents.durability import DurableRecords
 from subagents.agents.runner import AgentJob, AgentRun
 from subagents.agents.runtime import AgentFrame, AgentRuntime
-from subagents.agents.schema import AgentDefinition, normalize_agent_type
+from subagents.agents.schema import AgentDefinition, DefinitionSource, normalize_agent_type
 from subagents.events import AgentRef, SystemEvent
 from subagents.ids import new_id
 from subagents.loop.query import Budget
 from subagents.messages import ContentBlock, Message, text_block, tool_result_block, tool_uses
 from subagents.models.base import Model
 from subagents.models.resolve import resolve_alias
+from subagents.permissions.checker import PermissionChecker
+from subagents.permissions.context import derive_child
+from subagents.permissions.modes import PermissionMode, parse_mode
 from subagents.store.errors import StoreError
 from subagents.store.protocol import Store
 from subagents.store.records import SidecarRecord, is_visible
 from subagents.store.transcript import read_messages
-from subagents.tools.base import Tool, ToolContext, ToolError
+from subagents.tools import core_tools
+from subagents.tools.base import CanUseTool, Tool, ToolContext, ToolError
 
 INTERRUPTED_RESULT = "Interrupted: the run ended before this tool call finished."
-_SOURCES = ("built-in", "user", "project", "cli")
+_SOURCES: dict[str, DefinitionSource] = {s: s for s in get_args(DefinitionSource)}
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -58,6 +63,7 @@ class ResumeSource:
 
 def prepare_resume(
     runtime: AgentRuntime,
+    records: DurableRecords | None,
     parent_ctx: ToolContext,
     frame: AgentFrame,
     *,
@@ -78,7 +84,7 @@ def prepare_resume(
             f"Sub-agent nesting depth limit reached: agents may nest at most {limit} levels "
             "below the main agent (SUBAGENTS_MAX_SPAWN_DEPTH); resume from a shallower agent."
         )
-    source = load_source(runtime, source_id, subagent_type)
+    source = load_source(records, source_id, subagent_type)
     record = source.record
     snapshot = record.config
     agent_id = new_id("local_agent")
@@ -160,24 +166,24 @@ def refuse_overrides(**fields: str | None) -> None:
         )
 
 
-def session_store(runtime: AgentRuntime) -> tuple[Store, str, str]:
+def session_store(records: DurableRecords | None) -> tuple[Store, str, str]:
     """The session's store and its access key (session id, canonical project path)."""
-    records = getattr(runtime.background, "records", None)
     if records is None:
         raise ToolError("resume_from needs durable records, and this session has no store")
     return records.store, records.session_id, records.project_path
 
 
-async def settle_writes(runtime: AgentRuntime) -> None:
+async def settle_writes(records: DurableRecords | None) -> None:
     """Wait for sidecar writes in flight, so a child that just ended reads as terminal."""
-    records = getattr(runtime.background, "records", None)
     if records is not None:
         await records.drain()
 
 
-def load_source(runtime: AgentRuntime, source_id: str, subagent_type: str | None) -> ResumeSource:
+def load_source(
+    records: DurableRecords | None, source_id: str, subagent_type: str | None
+) -> ResumeSource:
     """The source record and history, or ``ToolError`` saying why it cannot be resumed."""
-    store, session_id, project_path = session_store(runtime)
+    store, session_id, project_path = session_store(records)
     try:
         record = store.get(source_id)
     except StoreError:
@@ -277,8 +283,6 @@ def snapshot_tools(
     """The tools the snapshot names, as instances of this session; gone ones are dropped."""
     if names is None:
         return list(frame.tools)
-    from subagents.tools import core_tools
-
     pool: dict[str, Tool[Any]] = {tool.name: tool for tool in core_tools()}
     pool.update({tool.name: tool for tool in frame.tools})
     missing = [name for name in names if name not in pool]
@@ -298,7 +302,8 @@ def snapshot_definition(record: SidecarRecord, tool_names: list[str]) -> AgentDe
     guard comes from the built-in of that name, never from a definition file.
     """
     snapshot = record.config
-    if snapshot.definition_source not in _SOURCES:
+    source = _SOURCES.get(snapshot.definition_source)
+    if source is None:
         return None
     read_only = snapshot.definition_source == "built-in" and any(
         d.read_only and d.name == record.agent_type for d in BUILTIN_AGENTS
@@ -312,7 +317,7 @@ def snapshot_definition(record: SidecarRecord, tool_names: list[str]) -> AgentDe
         max_turns=snapshot.max_turns,
         isolation="worktree" if snapshot.isolation == "worktree" else None,
         system_prompt=snapshot.system_prompt,
-        source=snapshot.definition_source,  # type: ignore[arg-type]
+        source=source,
         path=snapshot.definition_path,
         read_only=read_only,
     )
@@ -320,12 +325,10 @@ def snapshot_definition(record: SidecarRecord, tool_names: list[str]) -> AgentDe
 
 def snapshot_checker(
     parent: AgentFrame, definition: AgentDefinition | None, names: list[str], background: bool
-) -> Any:
+) -> PermissionChecker | None:
     """The resumed run's checker: the frozen mode, capped by the resuming parent's."""
     if parent.permissions is None:
         return None
-    from subagents.permissions.context import derive_child
-
     context = derive_child(
         parent.permissions.context,
         definition_mode=definition.permission_mode if definition is not None else None,
@@ -334,14 +337,12 @@ def snapshot_checker(
     return parent.permissions.for_child(context, background=background)
 
 
-def _permissions(check: Any, definition: AgentDefinition | None) -> Any:
+def _permissions(check: CanUseTool | None, definition: AgentDefinition | None) -> CanUseTool | None:
     """The parent's check, plus the read-only guard when the source type is read-only."""
     return check if definition is None else child_permissions(check, definition)
 
 
-def _mode(value: str) -> Any:
-    from subagents.permissions.modes import parse_mode
-
+def _mode(value: str) -> PermissionMode | None:
     try:
         return parse_mode(value)
     except ValueError:

@@ -19,9 +19,11 @@ from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome, LoopSpec, LoopStats, run_loop
 from subagents.loop.scheduling import MAX_CONCURRENT_TOOLS
 from subagents.messages import Message, Usage
+from subagents.models.base import ToolSchema
 from subagents.models.retry import ModelCaller
 from subagents.store.transcript import TranscriptWriter
 from subagents.tools.base import Tool, ToolContext
+from subagents.worktrees.lifecycle import WorktreeInfo
 
 AgentStatus = Literal["running", "completed", "failed", "killed"]
 
@@ -92,12 +94,12 @@ class AgentJob:
     inbox: Inbox | None = None
     transcript: Path | None = None
     on_turn: Callable[[LoopStats], None] | None = None
-    tool_schemas: list[Any] | None = None
+    tool_schemas: list[ToolSchema] | None = None
     tool_concurrency: int = MAX_CONCURRENT_TOOLS
     parent_tool_names: tuple[str, ...] = ()
     """What the parent can use (does it have Read or Bash to look at an output file?)."""
-    worktree: Any = None
-    """The child's isolated worktree (``worktrees.lifecycle.WorktreeInfo``); settled at the end."""
+    worktree: WorktreeInfo | None = None
+    """The child's isolated worktree; settled at the end."""
     logged_messages: int = 0
     """Leading ``messages`` already in the transcript (a resumed session's history), so they
     are not written twice."""

@@ -1,10 +1,11 @@
-"""The sub-agent system of one session: what every Agent tool call reaches through its context.
+"""The sub-agent system of one session: the state every Agent tool call shares.
 
 ``AgentRuntime`` holds what is shared by all agents of a session — configuration, definitions,
 the provider model, the project context, the record of every agent run, the count of running
 children — and ``AgentFrame`` is what one *running* agent offers to the Agent tool it calls: its
 depth in the tree, its model, and the exact bytes of its requests (system prompt, tool schemas,
 thinking config, live history), which a fork copies to share the parent's prompt cache.
+Tools reach both through their context (``agents.services.SessionServices`` and ``ctx.owner``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from subagents.agents.runner import AgentRun
 from subagents.agents.schema import AgentDefinition
 from subagents.config import RuntimeConfig
 from subagents.events import Event, EventSink, discard
+from subagents.hooks.engine import HookEngine
 from subagents.messages import Message
 from subagents.models.base import Model, ToolSchema
 from subagents.models.resolve import resolve_alias
 from subagents.models.retry import ModelCaller, RetryPolicy
+from subagents.permissions.checker import PermissionChecker
 from subagents.state import ProjectState
 from subagents.tools.base import Tool
 
@@ -45,8 +48,8 @@ class AgentFrame:
     is_fork: bool = False
     is_teammate: bool = False
     is_background: bool = False
-    permissions: Any = None
-    """This agent's ``PermissionChecker`` (``subagents.permissions``), when rules are in force."""
+    permissions: PermissionChecker | None = None
+    """This agent's permission checker, when rules are in force."""
 
     def tool_names(self) -> list[str]:
         return [tool.name for tool in self.tools]
@@ -66,14 +69,10 @@ class AgentRuntime:
     fallback: Model | None = None
     project_context: ProjectContext | None = None
     transcripts: bool = True
-    permissions: Any = None
-    """The session's permission engine (``subagents.permissions``), when configured."""
-    hooks: Any = None
-    """The session's hook engine (``subagents.hooks``), when configured."""
-    background: Any = None
-    """The session's ``BackgroundAgentManager`` (every child is one of its tasks)."""
-    shells: Any = None
-    """The session's ``BackgroundShellManager`` (``Bash(run_in_background=true)``)."""
+    permissions: PermissionChecker | None = None
+    """The session's permission checker, when configured."""
+    hooks: HookEngine | None = None
+    """The session's hook engine, when configured."""
     agents: list[AgentRun] = field(default_factory=list)
     running_children: int = 0
     sink: EventSink = discard
@@ -109,20 +108,6 @@ class AgentRuntime:
         if state is not self.state:
             state, folder = self._agents_dir = (self.state, self.state.agents_dir)
         return folder / f"{agent_id}.jsonl"
-
-    async def start_background_shell(self, command: str, ctx: Any, description: str | None) -> Any:
-        """The Bash tool's seam for ``run_in_background``."""
-        if self.shells is None or self.config.background_disabled:
-            from subagents.tools.base import ToolError
-
-            raise ToolError("Background shells are disabled in this session")
-        return await self.shells.start(command, ctx, description)
-
-    async def send_message(self, ctx: Any, to: str, message: str, summary: str | None) -> Any:
-        """SendMessage's behaviour (``agents/messaging.py``), reached by the tool."""
-        from subagents.agents.messaging import Message, send_message
-
-        return await send_message(ctx, Message(to=to, message=message, summary=summary))
 
     def context_block(self, *, read_only: bool) -> str:
         if self.project_context is None:

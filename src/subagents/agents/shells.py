@@ -133,7 +133,7 @@ class BackgroundShellManager:
             "local_bash",
             description=description or command[:100],
             owner_agent_id=ctx.agent.agent_id,
-            session_id=str(getattr(ctx.services, "session_id", "") or ""),
+            session_id=ctx.services.session_id if ctx.services is not None else "",
         )
         task.extra["command"] = command
         proc = await self._spawn_for(task, command, ctx)
@@ -193,7 +193,7 @@ class BackgroundShellManager:
 
     def _deadline_for(self, ctx: ToolContext) -> float | None:
         """Only a background agent's shells are bounded: a foreground agent watches its own."""
-        if getattr(ctx.owner, "is_background", False):
+        if ctx.owner is not None and ctx.owner.is_background:
             return time.monotonic() + self.max_lifetime_s
         return None
 

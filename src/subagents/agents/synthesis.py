@@ -6,11 +6,12 @@ the same definition — the synthesis agent — reads every copy's report, order
 writes the single answer the caller gets. Independent attempts catch what one attempt misses;
 the synthesis step keeps the caller's context to one report.
 
-Every copy and the synthesis agent go through the ordinary sync path (``run_sync_child``), so
-each is a registered run with its own transcript, progress and cleanup, and the session's
-``agents`` list and usage totals include them all. The returned metadata's totals add up over
-all of them: tool uses, tokens and agent time (``totalDurationMs`` is the sum of the agents'
-durations; ``parallel.wallDurationMs`` is the elapsed time of the whole fan-out).
+Every copy and the synthesis agent go through the ordinary sync path
+(``SessionServices.run_foreground``), so each is a registered run with its own transcript,
+progress and cleanup, and the session's ``agents`` list and usage totals include them all. The
+returned metadata's totals add up over all of them: tool uses, tokens and agent time
+(``totalDurationMs`` is the sum of the agents' durations; ``parallel.wallDurationMs`` is the
+elapsed time of the whole fan-out).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from subagents.agents.agent_tool import run_sync_child
 from subagents.agents.child import ChildRequest, prepare_child
 from subagents.agents.runner import AgentRun
-from subagents.agents.runtime import AgentFrame, AgentRuntime
+from subagents.agents.runtime import AgentFrame
+from subagents.agents.services import SessionServices
 from subagents.tools.base import CallInfo, ToolContext, ToolOutput
 
 MAX_PARALLEL = 10
@@ -57,7 +58,7 @@ def copy_prompt(task: str) -> str:
 
 
 async def run_parallel_with_synthesis(
-    runtime: AgentRuntime,
+    services: SessionServices,
     ctx: ToolContext,
     frame: AgentFrame,
     request: ChildRequest,
@@ -68,7 +69,7 @@ async def run_parallel_with_synthesis(
     if count < 1:
         raise ValueError(f"parallel_tasks_count must be at least 1, got {count}")
     started = time.monotonic()
-    copies = await _run_copies(runtime, ctx, frame, request, count, info)
+    copies = await _run_copies(services, ctx, frame, request, count, info)
     if ctx.abort.aborted:
         reason = ctx.abort.reason or "aborted"
         return ToolOutput(
@@ -81,13 +82,13 @@ async def run_parallel_with_synthesis(
         prompt=synthesis_prompt(request.prompt, [report_of(run) for run in copies]),
         description=f"{request.description} (synthesis)",
     )
-    job = prepare_child(runtime, ctx, frame, synthesis_request)
-    synthesized = await run_sync_child(runtime, job, info)
+    job = prepare_child(services.runtime, ctx, frame, synthesis_request)
+    synthesized = await services.run_foreground(job, info)
     return merged_output(request.prompt, copies, job.run, synthesized, started)
 
 
 async def _run_copies(
-    runtime: AgentRuntime,
+    services: SessionServices,
     ctx: ToolContext,
     frame: AgentFrame,
     request: ChildRequest,
@@ -96,12 +97,12 @@ async def _run_copies(
 ) -> list[AgentRun]:
     """Prepare every copy up front (ids follow the index), run them ``MAX_PARALLEL`` at a time."""
     copy_request = replace(request, prompt=copy_prompt(request.prompt))
-    jobs = [prepare_child(runtime, ctx, frame, copy_request) for _ in range(count)]
+    jobs = [prepare_child(services.runtime, ctx, frame, copy_request) for _ in range(count)]
     slots = asyncio.Semaphore(MAX_PARALLEL)
 
     async def run_one(index: int) -> None:
         async with slots:
-            await run_sync_child(runtime, jobs[index], info)
+            await services.run_foreground(jobs[index], info)
 
     try:
         async with asyncio.TaskGroup() as group:
@@ -122,7 +123,9 @@ def report_of(run: AgentRun) -> str:
     return f"(this agent ended without completing: {reason}){partial}"
 
 
-def _parallel_meta(copies: list[AgentRun], synthesis: AgentRun | None, started: float) -> Any:
+def _parallel_meta(
+    copies: list[AgentRun], synthesis: AgentRun | None, started: float
+) -> dict[str, Any]:
     return {
         "count": len(copies),
         "agentIds": [run.agent_id for run in copies],

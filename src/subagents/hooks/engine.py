@@ -39,8 +39,7 @@ from typing import Any, Final, Literal
 from subagents.hooks.config import HookConfig, parse_hooks
 from subagents.hooks.output import HookOutcome, interpret
 from subagents.hooks.runner import clean_environment, run_hooks
-from subagents.loop.hooks import PreToolVerdict, StopVerdict
-from subagents.tools.base import ToolContext, ToolOutput
+from subagents.tools.base import PreToolVerdict, StopVerdict, ToolContext, ToolOutput
 
 MAX_CONSECUTIVE_STOP_BLOCKS: Final = 8
 
@@ -66,7 +65,7 @@ class _SessionState:
 
 
 class HookEngine:
-    """Fires command hooks for one session; implements ``subagents.loop.hooks.LoopHooks``."""
+    """Fires command hooks for one session; implements ``subagents.tools.base.LoopHooks``."""
 
     def __init__(
         self,

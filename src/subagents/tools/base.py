@@ -1,10 +1,20 @@
-"""The tool protocol: what a tool declares and what it receives when called.
+"""The tool contract: what a tool declares, what it receives when called, what it may reach.
 
 A tool is a class with a pydantic input model (its JSON schema is what the model sees), two
 scheduling flags (read-only, concurrency-safe), a permission check, and an async ``call``. The loop
 validates raw input against ``input_model`` before calling, so a tool's ``call`` only ever sees
 valid, typed arguments; a ``ToolError`` raised inside ``call`` becomes an ``is_error`` result with
 the message as written, any other exception becomes an ``is_error`` result naming the exception.
+
+The seams a tool reaches through its ``ToolContext`` are typed Protocols here, implemented by the
+layers above (which ``tools/`` never imports):
+
+* ``ToolServices`` — the session: background shells, SendMessage, the task service behind
+  TaskOutput/TaskStop (implemented by ``agents.services.SessionServices``);
+* ``RunningAgent`` — the agent a context belongs to (``agents.runtime.AgentFrame``);
+* ``LoopHooks`` — the hook points the loop calls (``hooks.engine.HookEngine``).
+
+They live in this one module because they and ``ToolContext`` refer to each other.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,9 +32,6 @@ from subagents.abort import AbortSignal
 from subagents.events import AgentRef, EventSink, discard
 from subagents.models.base import ToolSchema
 from subagents.processes import ProcessTracker
-
-if TYPE_CHECKING:
-    from subagents.loop.hooks import LoopHooks
 
 InputT = TypeVar("InputT", bound=BaseModel)
 
@@ -77,6 +84,99 @@ class CallInfo:
     progress: Callable[[dict[str, Any]], None]
 
 
+# -- the seams a context reaches --------------------------------------------------------------
+
+
+@dataclass(kw_only=True, slots=True)
+class PreToolVerdict:
+    """What PreToolUse hooks decided. ``None`` decision = no opinion (normal permission flow)."""
+
+    decision: Literal["allow", "deny", "ask"] | None = None
+    reason: str = ""
+    updated_input: dict[str, Any] | None = None
+    additional_context: str = ""
+
+
+@dataclass(kw_only=True, slots=True)
+class StopVerdict:
+    """A Stop/SubagentStop hook may block the end of a run: the reason goes back to the model."""
+
+    block: bool = False
+    reason: str = ""
+
+
+class LoopHooks(Protocol):
+    """The hook points the loop calls; ``subagents.hooks`` implements them from settings.
+
+    The loop knows nothing of settings files or shell commands: it calls these methods at the
+    right moments and acts on what they return. ``None`` for ``ToolContext.hooks`` means no hooks
+    at all, and costs nothing on the hot path."""
+
+    async def pre_tool_use(
+        self, tool_name: str, tool_input: dict[str, Any], tool_use_id: str, ctx: ToolContext
+    ) -> PreToolVerdict: ...
+
+    async def post_tool_use(
+        self,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        tool_use_id: str,
+        output: ToolOutput,
+        ctx: ToolContext,
+    ) -> str:
+        """Runs after a call (PostToolUse, or PostToolUseFailure for an error result).
+
+        Returns extra context to append to the tool result ("" for none)."""
+        ...
+
+    async def stop(self, final_text: str, ctx: ToolContext) -> StopVerdict: ...
+
+
+class TaskService(Protocol):
+    """What TaskOutput and TaskStop need: every task of the session, by id or agent name."""
+
+    async def output(self, target: str, *, block: bool, timeout_s: float) -> ToolOutput: ...
+
+    async def stop(self, target: str) -> ToolOutput: ...
+
+
+class ToolServices(Protocol):
+    """What tools may ask of the session that runs them (``ToolContext.services``)."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def tasks(self) -> TaskService | None:
+        """The task service, or None where this session has none."""
+        ...
+
+    def transcript_for(self, agent_id: str) -> Path | None:
+        """Where the transcript of ``agent_id`` goes (None: transcripts are off)."""
+        ...
+
+    async def start_background_shell(
+        self, command: str, ctx: ToolContext, description: str | None
+    ) -> ToolOutput:
+        """``Bash(run_in_background=true)``: start ``command`` as a task; returns at once."""
+        ...
+
+    async def send_message(
+        self, ctx: ToolContext, to: str, message: str, summary: str | None
+    ) -> ToolOutput:
+        """SendMessage: deliver to a running agent, or resume a finished one to receive it."""
+        ...
+
+
+class RunningAgent(Protocol):
+    """The agent a context belongs to, as tools see it (``ToolContext.owner``)."""
+
+    @property
+    def is_background(self) -> bool:
+        """Whether it runs in the background now (nobody waits for it)."""
+        ...
+
+
 @dataclass(kw_only=True)
 class ToolContext:
     """What a tool may touch. Derived per child by a whitelist (see ``agents/context.py``).
@@ -96,10 +196,10 @@ class ToolContext:
     can_use_tool: CanUseTool | None = None
     hooks: LoopHooks | None = None
     env: dict[str, str] = field(default_factory=dict)
-    services: Any = None
-    """Session-level services (task registry, agent runtime); typed by the layers that use them."""
-    owner: Any = None
-    """The running agent's frame (depth, model, request bytes); typed by ``subagents.agents``."""
+    services: ToolServices | None = None
+    """The session's services (None: a tool run outside a session)."""
+    owner: RunningAgent | None = None
+    """The agent this context belongs to (``agents.runtime.AgentFrame`` in a session)."""
 
 
 class Tool(ABC, Generic[InputT]):

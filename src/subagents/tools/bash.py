@@ -106,13 +106,9 @@ class BashTool(Tool[BashInput]):
 
 async def _start_in_background(args: BashInput, ctx: ToolContext) -> ToolOutput:
     """The seam for background shells: a session service owns them, when there is one."""
-    start = getattr(ctx.services, "start_background_shell", None)
-    if start is None:
+    if ctx.services is None:
         raise ToolError("Background shells are not available in this context")
-    result = await start(args.command, ctx, args.description)
-    if not isinstance(result, ToolOutput):
-        raise TypeError(f"start_background_shell returned {type(result).__name__}, not ToolOutput")
-    return result
+    return await ctx.services.start_background_shell(args.command, ctx, args.description)
 
 
 @dataclass(kw_only=True)

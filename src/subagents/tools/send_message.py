@@ -1,7 +1,7 @@
 """SendMessage: talk to another agent of this session, by name or id (SPEC §9, §11).
 
-The behaviour lives in ``agents/messaging.py`` (reached through ``ctx.services``); this module is
-the tool's input and description.
+The behaviour lives in ``agents/messaging.py`` (reached through ``ctx.services.send_message``);
+this module is the tool's input and description.
 
 A running recipient gets the message in its inbox, delivered at its next boundary (between turns,
 never inside a model output); nothing polls. A finished recipient is resumed to receive it: a
@@ -41,8 +41,6 @@ class SendMessageTool(Tool[SendMessageInput]):
         return True
 
     async def call(self, args: SendMessageInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
-        send = getattr(ctx.services, "send_message", None)
-        if send is None:
+        if ctx.services is None:
             raise ToolError("SendMessage needs a session runtime; run it inside a Session")
-        result: ToolOutput = await send(ctx, args.to, args.message, args.summary)
-        return result
+        return await ctx.services.send_message(ctx, args.to, args.message, args.summary)

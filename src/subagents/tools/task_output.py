@@ -7,29 +7,27 @@ way to poll.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from pydantic import Field
 
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    CallInfo,
+    TaskService,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolInput,
+    ToolOutput,
+)
 
 DEFAULT_TIMEOUT_MS = 30_000
 MAX_TIMEOUT_MS = 600_000
 
 
-class TaskService(Protocol):
-    """What the task tools need from the session (the background agent manager)."""
-
-    async def output(self, target: str, *, block: bool, timeout_s: float) -> ToolOutput: ...
-
-    async def stop(self, target: str) -> ToolOutput: ...
-
-
 def task_service(ctx: ToolContext) -> TaskService:
-    service = getattr(ctx.services, "background", None)
+    service = ctx.services.tasks if ctx.services is not None else None
     if service is None:
         raise ToolError("Tasks are not available in this context")
-    return service  # type: ignore[no-any-return]
+    return service
 
 
 class TaskOutputInput(ToolInput):

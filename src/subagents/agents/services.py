@@ -1,0 +1,70 @@
+"""``SessionServices``: what a session offers its agents' tools (``tools.base.ToolServices``).
+
+Every ``ToolContext`` of a session — the main agent's and every child's, whose contexts share
+the parent's ``services`` — points at one ``SessionServices``. It composes the session's parts
+without them knowing each other: the shared ``AgentRuntime`` (configuration, definitions,
+models, hooks, permissions, the record of every run), the children's manager, the background
+shells, and the durable records. The Agent tool (``agents/agent_tool.py``) narrows
+``ctx.services`` to this class; the other tools see only the ``ToolServices`` Protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from subagents.agents.background import BackgroundAgentManager
+from subagents.agents.durability import DurableRecords
+from subagents.agents.messaging import AgentMessage, send_message
+from subagents.agents.runner import AgentJob
+from subagents.agents.runtime import AgentRuntime
+from subagents.agents.shells import BackgroundShellManager
+from subagents.tools.base import CallInfo, TaskService, ToolContext, ToolError, ToolOutput
+
+
+@dataclass(kw_only=True, eq=False)
+class SessionServices:
+    """One session's services, reached by its tools through ``ToolContext.services``."""
+
+    runtime: AgentRuntime
+    children: BackgroundAgentManager
+    shells: BackgroundShellManager | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self.runtime.session_id
+
+    @property
+    def records(self) -> DurableRecords | None:
+        """The durable records of children (None: this session keeps no sidecars)."""
+        return self.children.records
+
+    @property
+    def tasks(self) -> TaskService:
+        return self.children
+
+    def transcript_for(self, agent_id: str) -> Path | None:
+        return self.runtime.transcript_for(agent_id)
+
+    async def start_background_shell(
+        self, command: str, ctx: ToolContext, description: str | None
+    ) -> ToolOutput:
+        if self.shells is None or self.runtime.config.background_disabled:
+            raise ToolError("Background shells are disabled in this session")
+        return await self.shells.start(command, ctx, description)
+
+    async def send_message(
+        self, ctx: ToolContext, to: str, message: str, summary: str | None
+    ) -> ToolOutput:
+        message_ = AgentMessage(to=to, message=message, summary=summary)
+        return await send_message(self.runtime, self.children, ctx, message_)
+
+    async def run_foreground(
+        self, job: AgentJob, info: CallInfo, *, name: str | None = None
+    ) -> ToolOutput:
+        """Run a child while its parent waits (it may be moved to the background)."""
+        return await self.children.run_foreground(job, info, name=name)
+
+    def launch(self, job: AgentJob, *, name: str | None = None) -> ToolOutput:
+        """Start a background child; ``async_launched`` at once."""
+        return self.children.launch(job, name=name)
