@@ -8,7 +8,9 @@ import pytest
 
 from subagents.state import ProjectState
 from subagents.store import FileStore, MemoryStore, Store
+from subagents.store.capabilities import BatchWrites, OwnerWrites, RunningIndex, StopRequests
 from subagents.testing.store_conformance import (
+    CAPABILITIES,
     CHECKS,
     PROJECT_A,
     ConformanceError,
@@ -23,7 +25,7 @@ def test_checks_are_collected() -> None:
 
 @pytest.mark.parametrize("check", CHECKS)
 def test_memory_store(check: str) -> None:
-    StoreConformance(MemoryStore).run(check)
+    assert StoreConformance(MemoryStore).run(check)  # every check applies: all capabilities
 
 
 @pytest.mark.parametrize("check", CHECKS)
@@ -34,12 +36,90 @@ def test_file_store(check: str, tmp_path: Path) -> None:
         home = tmp_path / f"home{next(homes)}"
         return FileStore(ProjectState(home=home, project=Path(PROJECT_A)))
 
-    StoreConformance(make).run(check)
+    assert StoreConformance(make).run(check)
 
 
 def test_stores_satisfy_protocol(tmp_path: Path) -> None:
     assert isinstance(MemoryStore(), Store)
     assert isinstance(FileStore(ProjectState(home=tmp_path, project=tmp_path)), Store)
+
+
+@pytest.mark.parametrize("capability", [OwnerWrites, BatchWrites, StopRequests, RunningIndex])
+def test_both_stores_offer_every_capability(capability: type, tmp_path: Path) -> None:
+    assert isinstance(MemoryStore(), capability)
+    assert isinstance(FileStore(ProjectState(home=tmp_path, project=tmp_path)), capability)
+
+
+class _PlainStore:
+    """The ``Store`` protocol and nothing more, delegating to a memory store."""
+
+    def __init__(self) -> None:
+        self._inner = MemoryStore()
+
+    def create(self, record):  # type: ignore[no-untyped-def]
+        return self._inner.create(record)
+
+    def get(self, agent_id):  # type: ignore[no-untyped-def]
+        return self._inner.get(agent_id)
+
+    def update(self, agent_id, **changes):  # type: ignore[no-untyped-def]
+        return self._inner.update(agent_id, **changes)
+
+    def list_agents(self, project_path, *, session_id=None):  # type: ignore[no-untyped-def]
+        return self._inner.list_agents(project_path, session_id=session_id)
+
+    def touch_activity(self, agent_id):  # type: ignore[no-untyped-def]
+        return self._inner.touch_activity(agent_id)
+
+    def request_stop(self, agent_id):  # type: ignore[no-untyped-def]
+        return self._inner.request_stop(agent_id)
+
+    def take_lease(self, agent_id, owner):  # type: ignore[no-untyped-def]
+        return self._inner.take_lease(agent_id, owner)
+
+    def release_lease(self, agent_id, owner):  # type: ignore[no-untyped-def]
+        return self._inner.release_lease(agent_id, owner)
+
+
+def test_a_store_with_no_capability_passes_the_core_and_the_session_write_path() -> None:
+    """Capabilities are optional: the session's writes take plain ``Store`` calls then."""
+    store = _PlainStore()
+    assert isinstance(store, Store) and not isinstance(store, OwnerWrites | BatchWrites)
+    applied = StoreConformance(_PlainStore).run_all()
+    assert "session_write_path" in applied
+    assert set(applied) == set(CHECKS) - set(CAPABILITIES)
+
+
+class _StopLosingStore(MemoryStore):
+    """A broken store: a stop request is written into the record, so the owner's next
+    whole-record write erases it."""
+
+    def request_stop(self, agent_id: str):  # type: ignore[no-untyped-def]
+        return self.update(agent_id, stop_requested=True)
+
+    def stop_requested_ids(self, project_path):  # type: ignore[no-untyped-def]
+        return {r.agent_id for r in self.list_agents(project_path) if r.stop_requested}
+
+
+def test_suite_catches_an_owner_write_that_erases_a_stop_request() -> None:
+    with pytest.raises(ConformanceError, match="erased a stop"):
+        StoreConformance(_StopLosingStore).run("owner_write_keeps_a_stop_request")
+    with pytest.raises(ConformanceError, match="stop request made while the owner writes"):
+        StoreConformance(_StopLosingStore).run("session_write_path")
+
+
+class _EagerStore(MemoryStore):
+    """A broken store: an owner write is visible before its commit is published."""
+
+    def prepare_owned(self, writes):  # type: ignore[no-untyped-def]
+        commit = super().prepare_owned(writes)
+        commit.publish()
+        return commit
+
+
+def test_suite_catches_an_owner_write_visible_before_its_publication() -> None:
+    with pytest.raises(ConformanceError, match="visible before"):
+        StoreConformance(_EagerStore).run("owner_writes_publish_in_order")
 
 
 class _ForgetfulStore(MemoryStore):

@@ -22,7 +22,6 @@ from subagents.agents import recovery
 from subagents.agents.agent_tool import AgentTool
 from subagents.agents.background import BackgroundAgentManager
 from subagents.agents.definitions import DefinitionSet, load_definitions
-from subagents.agents.durability import DurableRecords
 from subagents.agents.project_context import load_project_context
 from subagents.agents.prompts import main_system_prompt
 from subagents.agents.runner import AgentJob, AgentRun, run_agent
@@ -53,6 +52,7 @@ from subagents.permissions.context import context_from_settings
 from subagents.permissions.modes import parse_mode
 from subagents.settings import Settings, load_settings
 from subagents.state import ProjectState, canonical_project
+from subagents.store.durable import DurableRecords
 from subagents.store.files import FileStore
 from subagents.store.protocol import Store
 from subagents.store.writer import DurableWriter

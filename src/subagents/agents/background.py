@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from subagents.abort import LinkedAbortSignal
-from subagents.agents.durability import DurableRecords
+from subagents.agents import durability
 from subagents.agents.lifecycle import run_child
 from subagents.agents.notifications import AgentNotice, notification_id, render_notification
 from subagents.agents.runner import AgentJob, AgentRun
@@ -45,6 +45,9 @@ from subagents.agents.verification import VERIFICATION_AGENT_TYPE, verification_
 from subagents.events import NotificationEvent, ProgressEvent
 from subagents.loop.inbox import Inbox, InboxItem
 from subagents.loop.query import LoopOutcome, LoopStats
+from subagents.store.capabilities import StopRequests
+from subagents.store.durable import DurableRecords, Written
+from subagents.store.protocol import Store
 from subagents.store.records import is_visible
 from subagents.tools.base import CallInfo, ToolError, ToolOutput
 
@@ -93,7 +96,7 @@ class BackgroundAgentManager:
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self.records: DurableRecords | None = None
         """Durable sidecars (set by the session when a store is configured)."""
-        self._pending_writes: set[asyncio.Future[Any]] = set()
+        self._pending_writes: set[Written] = set()
         self._running_background = 0
         """Background children not yet finalized: ``expecting_notifications`` is asked at
         every wake-up of a waiting inbox, and a scan of 1,000 children each time adds up."""
@@ -166,7 +169,7 @@ class BackgroundAgentManager:
             self.names[name] = run.agent_id
         self.registry.start(run.agent_id)
         if self.records is not None:
-            self.records.started(job, state)
+            durability.started(self.records, job, state)
             self._track_activity(job, self.records)
         loop = asyncio.get_running_loop()
         task = loop.create_task(run_child(runtime, job), name=f"agent:{run.agent_id}")
@@ -230,7 +233,7 @@ class BackgroundAgentManager:
             log.exception("no output file for auto-backgrounded %s", run.agent_id)
         if self.records is not None:
             output = child.state.output_path
-            self.records.backgrounded(run.agent_id, str(output) if output else None)
+            durability.backgrounded(self.records, run.agent_id, str(output) if output else None)
         self._supervise(child)
 
     # -- supervision -----------------------------------------------------------------------
@@ -326,11 +329,11 @@ class BackgroundAgentManager:
             if child.background:
                 self._notify_parent(child)
             return
-        written = self.records.finished(child.run, child.state)
+        written = durability.finished(self.records, child.run, child.state)
         if child.background:
             self._pending_writes.add(written)
 
-        def after(future: asyncio.Future[Any]) -> None:
+        def after(future: Written) -> None:
             if child.background:
                 self._pending_writes.discard(future)
                 self._notify_parent(child)
@@ -603,15 +606,14 @@ def completed_output(run: AgentRun) -> ToolOutput:
     return ToolOutput(content=f"{headline}{partial}\n\n{trailer}", is_error=True, metadata=payload)
 
 
-def _stop_requested(store: Any, project_path: str, live: list[str]) -> list[str]:
-    """Which of ``live`` another process asked to stop: one listing where the store keeps
-    requests as files (``FileStore.stop_requested_ids``), else a read of each record."""
+def _stop_requested(store: Store, project_path: str, live: list[str]) -> list[str]:
+    """Which of ``live`` another process asked to stop: one listing where the store offers it
+    (``capabilities.StopRequests``), else a read of each record."""
     if not live:
         return []
-    listing = getattr(store, "stop_requested_ids", None)
-    if listing is not None:
+    if isinstance(store, StopRequests):
         try:
-            requested: set[str] = listing(project_path)
+            requested = store.stop_requested_ids(project_path)
         except OSError:
             return []
         return [agent_id for agent_id in live if agent_id in requested]

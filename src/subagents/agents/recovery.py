@@ -69,6 +69,7 @@ from subagents.messages import (
     user_message,
 )
 from subagents.state import ProjectState
+from subagents.store.capabilities import RunningIndex
 from subagents.store.errors import StoreError
 from subagents.store.process_identity import current_identity, is_alive
 from subagents.store.protocol import Store
@@ -148,10 +149,8 @@ async def reconcile_orphans(
 def _candidates(store: Store, state: ProjectState) -> list[SidecarRecord]:
     """Records that may be orphans: the running ones (a FileStore keeps an index of them, so a
     project's thousands of finished runs are not read at every start)."""
-    running = getattr(store, "list_running", None)
-    if running is not None:
-        records: list[SidecarRecord] = running(state.project)
-        return records
+    if isinstance(store, RunningIndex):
+        return store.list_running(state.project)
     return [r for r in store.list_agents(state.project) if r.status == "running"]
 
 

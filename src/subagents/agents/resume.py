@@ -29,7 +29,6 @@ from subagents.abort import AbortSignal
 from subagents.agents.builtin import BUILTIN_AGENTS
 from subagents.agents.child import child_permissions
 from subagents.agents.context import create_subagent_context
-from subagents.agents.durability import DurableRecords
 from subagents.agents.runner import AgentJob, AgentRun
 from subagents.agents.runtime import AgentFrame, AgentRuntime
 from subagents.agents.schema import AgentDefinition, DefinitionSource, normalize_agent_type
@@ -42,6 +41,7 @@ from subagents.models.resolve import resolve_alias
 from subagents.permissions.checker import PermissionChecker
 from subagents.permissions.context import derive_child
 from subagents.permissions.modes import PermissionMode, parse_mode
+from subagents.store.durable import DurableRecords
 from subagents.store.errors import StoreError
 from subagents.store.protocol import Store
 from subagents.store.records import SidecarRecord, is_visible

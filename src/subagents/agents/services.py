@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from subagents.agents.background import BackgroundAgentManager
-from subagents.agents.durability import DurableRecords
 from subagents.agents.messaging import AgentMessage, send_message
 from subagents.agents.runner import AgentJob
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.shells import BackgroundShellManager
+from subagents.store.durable import DurableRecords
 from subagents.tools.base import CallInfo, TaskService, ToolContext, ToolError, ToolOutput
 
 

@@ -1,7 +1,10 @@
 """Durable state of child runs: JSONL transcripts and sidecar records behind a ``Store``.
 
-``Store`` (``protocol``) is the contract; ``MemoryStore`` (``memory``) its reference and
-``FileStore`` (``files``) the on-disk implementation. ``SidecarRecord`` (``records``) is the
+``Store`` (``protocol``) is the contract and ``capabilities`` what a store may offer beyond it
+(owner writes, batches, stop-request listing, a running index) as runtime-checkable Protocols;
+``MemoryStore`` (``memory``) is the reference and ``FileStore`` (``files``) the on-disk
+implementation, both offering every capability. ``DurableRecords`` (``durable``) is a session's
+write path through any of them. ``SidecarRecord`` (``records``) is the
 schema-version-2 record, ``migrations.load_record`` reads older versions, and
 ``process_identity`` tells a live owner from a reused PID. Every store must pass
 ``subagents.testing.store_conformance``.
@@ -9,6 +12,17 @@ schema-version-2 record, ``migrations.load_record`` reads older versions, and
 
 from __future__ import annotations
 
+from subagents.store.capabilities import (
+    BatchOp,
+    BatchOutcome,
+    BatchWrites,
+    OwnedWrite,
+    OwnerCommit,
+    OwnerWrites,
+    RunningIndex,
+    StopRequests,
+)
+from subagents.store.durable import DurableRecords
 from subagents.store.errors import (
     DuplicateAgentError,
     InvalidRecordError,
@@ -44,18 +58,27 @@ __all__ = [
     "SCHEMA_VERSION",
     "TERMINAL_STATUSES",
     "AgentStatus",
+    "BatchOp",
+    "BatchOutcome",
+    "BatchWrites",
     "ConfigSnapshot",
     "DuplicateAgentError",
+    "DurableRecords",
     "FileStore",
     "InvalidRecordError",
     "Lineage",
     "MemoryStore",
+    "OwnedWrite",
+    "OwnerCommit",
+    "OwnerWrites",
     "ProcessIdentity",
     "RestartRecovery",
     "RunResult",
     "RunStats",
+    "RunningIndex",
     "SchemaVersionError",
     "SidecarRecord",
+    "StopRequests",
     "Store",
     "StoreError",
     "TerminalStatusError",

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from subagents import json_codec
 from subagents.state import ProjectState
 from subagents.store import leases
 from subagents.store.activity import ActivityThrottle
@@ -46,6 +45,7 @@ from subagents.store.atomic import (
     commit_writes,
     ensure_private_tree,
     fsync_dir,
+    needs_sync,
     publish_staged,
     read_private,
     release_fd,
@@ -54,6 +54,13 @@ from subagents.store.atomic import (
     sync_staged,
 )
 from subagents.store.cache import DEFAULT_CAPACITY, RecordCache, Signature
+from subagents.store.capabilities import (
+    BATCHABLE_OPS,
+    BatchOp,
+    BatchOutcome,
+    OwnedWrite,
+    encode_record,
+)
 from subagents.store.errors import (
     DuplicateAgentError,
     InvalidRecordError,
@@ -74,27 +81,6 @@ LOCK_NAME = ".store.lock"
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
-BATCHABLE_OPS = frozenset({"create", "update", "touch_activity", "request_stop"})
-"""The ``Store`` methods ``apply_batch`` accepts (the record writes; leases are not batched)."""
-
-
-@dataclass(frozen=True)
-class BatchOp:
-    """One queued store call: the method name (in ``BATCHABLE_OPS``) and its arguments."""
-
-    name: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class BatchOutcome:
-    """What one ``BatchOp`` returned, or the exception it raised (then ``value`` is None)."""
-
-    value: Any = None
-    error: BaseException | None = None
-
-
 @dataclass
 class _Staged:
     """The latest version of one record in a batch, and the ops whose success depends on it."""
@@ -104,18 +90,10 @@ class _Staged:
     ops: list[int]
 
 
-@dataclass(frozen=True)
-class OwnedWrite:
-    """A whole record from the single owner of a running child, already encoded by it."""
-
-    record: SidecarRecord
-    data: bytes
-    create: bool = False
-
-
 @dataclass(kw_only=True)
-class OwnerCommit:
-    """One group commit of owner writes, split at its two waits (see ``prepare_owned``).
+class FileCommit:
+    """One group commit of owner writes to files, split at its two waits (``prepare_owned``;
+    the ``capabilities.OwnerCommit`` of ``FileStore``).
 
     ``sync`` and ``sync_renamed`` may block on the disk: run them on a thread. ``publish`` is
     a handful of fast system calls per record: run it where the records were staged (the event
@@ -125,13 +103,19 @@ class OwnerCommit:
     the thread against ~30 µs inline).
     """
 
-    store: FileStore
     writes: list[OwnedWrite]
     staged: list[StagedWrite]
     errors: list[BaseException | None]
     """One per entry of ``writes``; ``staged`` holds only those whose staging succeeded."""
+    on_published: Callable[[str, SidecarRecord, StagedWrite], None]
+    """The store's note of a record now in place (its cache, activity and running marker)."""
     _staged_index: list[int] = field(default_factory=list)
     _published: bool = False
+
+    @property
+    def needs_sync(self) -> bool:
+        """Whether any write is on a file system with a disk to wait for (not tmpfs)."""
+        return any(needs_sync(write.info.st_dev) for write in self.staged)
 
     def sync(self) -> None:
         """On a thread: make the staged data durable (one ``syncfs`` for the batch)."""
@@ -151,7 +135,7 @@ class OwnerCommit:
         for i, staged, error in zip(self._staged_index, self.staged, errors, strict=True):
             self.errors[i] = error
             if error is None:
-                self.store._remember_written(staged.path, self.writes[i].record, staged)
+                self.on_published(staged.path, self.writes[i].record, staged)
 
     def fail(self, error: BaseException) -> None:
         """Mark every write that has not failed yet as failed with ``error`` (its renames may
@@ -277,7 +261,7 @@ class FileStore:
 
     # -- owner writes -----------------------------------------------------------------------
 
-    def prepare_owned(self, writes: Sequence[OwnedWrite]) -> OwnerCommit:
+    def prepare_owned(self, writes: Sequence[OwnedWrite]) -> FileCommit:
         """Stage the records of running children written by their single owner.
 
         While a child runs, the session that owns it is the only writer of its sidecar: other
@@ -288,7 +272,9 @@ class FileStore:
         durable) and returns the commit to finish: ``sync`` → ``publish`` → ``sync_renamed``.
         A new record (``create``) must not exist yet; a failure fails that write alone.
         """
-        commit = OwnerCommit(store=self, writes=list(writes), staged=[], errors=[])
+        commit = FileCommit(
+            writes=list(writes), staged=[], errors=[], on_published=self._remember_written
+        )
         devices: set[int] = set()
         for index, write in enumerate(commit.writes):
             try:
@@ -352,11 +338,20 @@ class FileStore:
             return None if path is None else path.parent
         return None
 
-    def _stage(self, op: BatchOp, index: int, staged: dict[str, _Staged]) -> Any:
-        if op.name not in BATCHABLE_OPS:
-            raise StoreError(f"FileStore.apply_batch: {op.name!r} is not a batchable operation")
-        stage: Callable[..., Any] = getattr(self, f"_stage_{op.name}")
-        return stage(staged, index, *op.args, **op.kwargs)
+    def _stage(self, op: BatchOp, index: int, staged: dict[str, _Staged]) -> object:
+        args, kwargs = op.args, op.kwargs
+        match op.name:
+            case "create":
+                self._stage_create(staged, index, *args, **kwargs)
+                return None
+            case "update":
+                return self._stage_update(staged, index, *args, **kwargs)
+            case "touch_activity":
+                self._stage_touch_activity(staged, index, *args, **kwargs)
+                return None
+            case "request_stop":
+                return self._stage_request_stop(staged, index, *args, **kwargs)
+        raise StoreError(f"FileStore.apply_batch: {op.name!r} is not a batchable operation")
 
     def _stage_create(self, staged: dict[str, _Staged], index: int, record: SidecarRecord) -> None:
         agent_id = check_agent_id(record.agent_id)
@@ -681,8 +676,3 @@ def _make_marker(path: str) -> None:
             os.close(os.open(path, flags, FILE_MODE))
         except FileExistsError:
             pass
-
-
-def encode_record(record: SidecarRecord) -> bytes:
-    """Compact JSON, one line (``json_codec``: the hot path's fast encoder)."""
-    return json_codec.dumps(record.to_dict()) + b"\n"

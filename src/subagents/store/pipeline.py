@@ -1,16 +1,17 @@
 """``CommitPipeline``: owner commits through their two disk waits, one thread job per round.
 
-An owner commit (``files.OwnerCommit``) is staged on the event loop and then needs two waits on
-the disk — its data before the renames, the renames before it counts as durable — with the
-renames themselves run back on the loop. Done naively that is two writer-thread round trips per
+An owner commit (``capabilities.OwnerCommit``; ``files.FileCommit`` for the file store) is
+staged on the event loop and then needs two waits on the disk — its data before the renames,
+the renames before it counts as durable — with the renames themselves run back on the loop
+(``publish``). Done naively that is two writer-thread round trips per
 commit, and every round trip is a GIL hand-off with the busy loop. The pipeline overlaps them:
 each round syncs the data of every commit staged since the last round *and* the renames of every
 commit published in the last round, with a single ``syncfs`` where the platform has one (it
 flushes data and directory entries of the whole file system alike). So under steady load a
 commit costs one round trip, and the last one of a burst two.
 
-On a RAM file system (``atomic.needs_sync``) a commit skips the rounds altogether: it is
-renamed into place as soon as it is staged.
+A commit with nothing to wait for (``needs_sync`` False: a RAM file system, a memory store)
+skips the rounds altogether: it is published as soon as it is added.
 
 Order is kept: commits are published in the order they were staged (a round publishes only what
 was staged before it started), so a child's terminal record can never be overtaken by its start
@@ -25,8 +26,9 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from subagents.store.atomic import needs_sync, syncfs_once
-from subagents.store.files import OwnerCommit
+from subagents.store.atomic import syncfs_once
+from subagents.store.capabilities import OwnerCommit
+from subagents.store.files import FileCommit
 from subagents.store.writer import DurableWriter
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,7 @@ class CommitPipeline:
     def add(self, commit: OwnerCommit, done: Done) -> None:
         """Take a freshly staged commit; ``done(commit)`` runs on the loop when it is durable
         (or failed: see ``commit.errors``)."""
-        if not any(needs_sync(write.info.st_dev) for write in commit.staged):
+        if not commit.needs_sync:
             # A RAM file system (tmpfs): a sync has nothing to wait for, so there is no round
             # trip to the thread; the renames alone complete the commit. Order holds: a record
             # always lives on the same file system, so all its commits take this path.
@@ -105,16 +107,25 @@ class CommitPipeline:
 
 
 def sync_round(fresh: Sequence[OwnerCommit], renamed: Sequence[OwnerCommit]) -> None:
-    """On the writer thread: make the data of ``fresh`` and the renames of ``renamed`` durable,
-    with one ``syncfs`` when they share a file system (two or more items), else file by file."""
-    staged = [write for commit in fresh for write in commit.staged]
-    devices = {write.info.st_dev for write in staged}
-    devices.update(write.info.st_dev for commit in renamed for write in commit.staged)
-    fds = [write.fd for write in staged if write.fd >= 0]
-    together = fds and len(devices) == 1 and len(staged) + len(renamed) > 1
-    if together and syncfs_once(fds[0]):
+    """On the writer thread: make the data of ``fresh`` and the publications of ``renamed``
+    durable — file commits sharing a file system with one ``syncfs`` (two or more items),
+    anything else commit by commit."""
+    if _syncfs_together(fresh, renamed):
         return
     for commit in fresh:
         commit.sync()
     for commit in renamed:
         commit.sync_renamed()
+
+
+def _syncfs_together(fresh: Sequence[OwnerCommit], renamed: Sequence[OwnerCommit]) -> bool:
+    files = [c for c in (*fresh, *renamed) if isinstance(c, FileCommit)]
+    if len(files) != len(fresh) + len(renamed):
+        return False
+    staged = [
+        write for commit in fresh if isinstance(commit, FileCommit) for write in commit.staged
+    ]
+    devices = {write.info.st_dev for commit in files for write in commit.staged}
+    fds = [write.fd for write in staged if write.fd >= 0]
+    together = bool(fds) and len(devices) == 1 and len(staged) + len(renamed) > 1
+    return together and syncfs_once(fds[0])

@@ -25,11 +25,12 @@ import concurrent.futures
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from types import FunctionType, MethodType
+from typing import Any, TypeVar, cast
 
-from subagents.store.files import BatchOp, BatchOutcome
+from subagents.store.capabilities import BatchOp, BatchWrites
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +40,6 @@ IDLE_EXIT_S = 0.5
 """How long the worker thread waits for more work before it exits."""
 MAX_BATCH = 256
 """At most this many queued calls are taken per wake-up (bounds the open temp files)."""
-
-
-class BatchingStore(Protocol):
-    """What a store offers to be written in groups (``FileStore`` does)."""
-
-    batchable_ops: frozenset[str]
-
-    def apply_batch(self, ops: Sequence[BatchOp]) -> list[BatchOutcome]: ...
 
 
 @dataclass
@@ -164,7 +157,7 @@ class DurableWriter:
                 self._run_single(live[start])
             start = end
 
-    def _run_batch(self, store: BatchingStore, items: list[_Item]) -> None:
+    def _run_batch(self, store: BatchWrites, items: list[_Item]) -> None:
         ops = [BatchOp(item.fn.__name__, item.args, item.kwargs) for item in items]
         self.stats.batches += 1
         self.stats.batched_ops += len(ops)
@@ -188,7 +181,7 @@ class DurableWriter:
         try:
             result = item.fn(*item.args, **item.kwargs)
         except BaseException as exc:
-            log.exception("durable write %s failed", getattr(item.fn, "__name__", item.fn))
+            log.exception("durable write %s failed", _name(item.fn))
             item.future.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
@@ -196,13 +189,24 @@ class DurableWriter:
             item.future.set_result(result)
 
 
-def _batch_target(item: _Item) -> BatchingStore | None:
-    """The store ``item`` calls a batchable method of, if it offers ``apply_batch``."""
-    owner = getattr(item.fn, "__self__", None)
-    if owner is None or not callable(getattr(owner, "apply_batch", None)):
+def _batch_target(item: _Item) -> BatchWrites | None:
+    """The store ``item`` calls a batchable method of, if that store offers ``apply_batch``."""
+    fn = item.fn
+    if not isinstance(fn, MethodType):
         return None
-    ops: frozenset[str] = getattr(owner, "batchable_ops", frozenset())
-    if getattr(item.fn, "__name__", None) not in ops:
+    store = fn.__self__
+    batching = _BATCHING.get(type(store))
+    if batching is None:
+        # A runtime Protocol check looks at every member: once per store class, not per call.
+        batching = _BATCHING[type(store)] = isinstance(store, BatchWrites)
+    if not batching:
         return None
-    store: BatchingStore = owner
-    return store
+    target = cast(BatchWrites, store)  # checked above, for its class
+    return target if fn.__name__ in target.batchable_ops else None
+
+
+_BATCHING: dict[type[object], bool] = {}
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return fn.__name__ if isinstance(fn, FunctionType | MethodType) else repr(fn)

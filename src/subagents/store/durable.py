@@ -1,0 +1,242 @@
+"""``DurableRecords``: a session's writes of its children's records — in order, off the loop.
+
+Per child (SPEC §8-§9) the session writes a ``running`` record when it starts, ``lastActiveAt``
+at most once per second while it runs (throttled here, on the loop side, so a busy child costs
+no thread hand-off per turn), and one terminal write that the caller awaits before the parent
+hears of the child. Writes made during one event-loop iteration (fifty children starting at
+once) are handed over together, as one group commit, and their results come back together.
+
+How a write travels depends on what the store offers (``store.capabilities``):
+
+* ``OwnerWrites``: while a child runs this session is the only writer of its record, so the
+  latest record is kept here, each change is applied to it (``records.apply_changes``, the
+  store's own rules) and encoded on the loop, and the store only stages it; the disk waits run
+  on the ``DurableWriter`` thread (``store.pipeline``) and the publication back on the loop;
+* otherwise the ``Store`` calls run on the writer thread, in order — as one ``apply_batch`` when
+  the store offers ``BatchWrites``, call by call when it does not.
+
+Either way a failed write is logged and fails its own future only. This is the path production
+takes, so ``subagents.testing.store_conformance`` runs it against every store it checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from subagents.store.capabilities import (
+    BatchOp,
+    BatchOutcome,
+    BatchWrites,
+    OwnedWrite,
+    OwnerCommit,
+    OwnerWrites,
+    apply_each,
+    encode_record,
+)
+from subagents.store.pipeline import CommitPipeline
+from subagents.store.process_identity import ProcessIdentity, current_identity
+from subagents.store.protocol import Store
+from subagents.store.records import SidecarRecord, apply_changes
+from subagents.store.writer import DurableWriter
+
+log = logging.getLogger(__name__)
+
+ACTIVITY_INTERVAL_S = 1.0
+
+Written = asyncio.Future[object]
+"""A write's future: its result is what the store returned (the record, for owner writes)."""
+
+
+@dataclass(kw_only=True)
+class _Owned:
+    write: OwnedWrite
+    future: Written
+
+
+@dataclass(kw_only=True)
+class _Call:
+    op: BatchOp
+    future: Written
+
+
+@dataclass(kw_only=True)
+class DurableRecords:
+    """The session's side of the store: its children's records, written in order, off the loop.
+
+    ``session_id`` and ``project_path`` are the session's access key (``records.is_visible``),
+    ``identity`` the owner identity its records carry."""
+
+    store: Store
+    writer: DurableWriter
+    session_id: str
+    project_path: str
+    identity: ProcessIdentity = field(default_factory=current_identity)
+    _owner: OwnerWrites | None = field(default=None, init=False)
+    """The store, when it takes whole records from their owner (decided once)."""
+    _last_touch: dict[str, float] = field(default_factory=dict)
+    _owned: list[_Owned] = field(default_factory=list)
+    _calls: list[_Call] = field(default_factory=list)
+    _handover: asyncio.Handle | None = None
+    _latest: dict[str, SidecarRecord] = field(default_factory=dict)
+    """The latest record of each running child this session owns (see ``change``)."""
+    _pipeline: CommitPipeline | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+    _inflight: set[asyncio.Future[None]] = field(default_factory=set)
+    """One future per batch handed over and not yet settled (``drain`` waits for them)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.store, OwnerWrites):
+            self._owner = self.store
+
+    # -- what the session writes --------------------------------------------------------------
+
+    def started(self, record: SidecarRecord) -> Written:
+        """A child's first record (``running``, with its owner identity and frozen config)."""
+        if self._owner is not None:
+            self._latest[record.agent_id] = record
+            future = self._own(OwnedWrite(record=record, data=encode_record(record), create=True))
+        else:
+            future = self._call(BatchOp("create", (record,)))
+        # The record was just written with lastActiveAt = now: the throttle starts here, so the
+        # child's first turns do not pay for an activity write that says nothing new.
+        self._last_touch[record.agent_id] = time.monotonic()
+        return future
+
+    def activity(self, agent_id: str) -> None:
+        """The child made progress: ``lastActiveAt``, at most once per ``ACTIVITY_INTERVAL_S``."""
+        now = time.monotonic()
+        if now - self._last_touch.get(agent_id, 0.0) < ACTIVITY_INTERVAL_S:
+            return
+        self._last_touch[agent_id] = now
+        if agent_id in self._latest:
+            self.change(agent_id, last_active_at=time.time())
+        else:
+            self._call(BatchOp("touch_activity", (agent_id,)))
+
+    def change(self, agent_id: str, **changes: Any) -> Written:
+        """Change fields of a child's record (by ``SidecarRecord`` field name)."""
+        current = self._latest.get(agent_id)
+        if current is None:
+            return self._call(BatchOp("update", (agent_id,), changes))
+        updated = apply_changes(current, changes, now=time.time())
+        if updated.is_terminal:
+            del self._latest[agent_id]
+        else:
+            self._latest[agent_id] = updated
+        return self._own(OwnedWrite(record=updated, data=encode_record(updated)))
+
+    def finished(self, agent_id: str, **changes: Any) -> Written:
+        """The terminal write (``changes`` include a terminal ``status``); await it before the
+        parent is told."""
+        self._last_touch.pop(agent_id, None)
+        return self.change(agent_id, **changes)
+
+    async def drain(self) -> None:
+        """Every write queued so far is done (hand the pending ones over first)."""
+        if self._handover is not None:
+            self._handover.cancel()
+            self._hand_over(asyncio.get_running_loop())
+        while self._inflight:
+            await asyncio.wait(set(self._inflight))
+        await self.writer.drain()
+
+    # -- queueing and handing over ------------------------------------------------------------
+
+    def _own(self, write: OwnedWrite) -> Written:
+        item = _Owned(write=write, future=self._future())
+        self._owned.append(item)
+        return item.future
+
+    def _call(self, op: BatchOp) -> Written:
+        item = _Call(op=op, future=self._future())
+        self._calls.append(item)
+        return item.future
+
+    def _future(self) -> Written:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            # Remembered: on Python 3.11 every get_running_loop() costs a getpid() system call.
+            loop = self._loop = asyncio.get_running_loop()
+        if self._handover is None:
+            self._handover = loop.call_soon(self._hand_over, loop)
+        future: Written = loop.create_future()
+        return future
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        owned, calls = self._owned, self._calls
+        self._owned, self._calls, self._handover = [], [], None
+        if owned and self._owner is not None:
+            commit = self._owner.prepare_owned([item.write for item in owned])
+            self._commit_owned(loop, commit, owned)
+        if calls:
+            batch = self._batch_future(loop)
+            done = self.writer.submit(_apply, self.store, [item.op for item in calls])
+            done.add_done_callback(lambda f: loop.call_soon_threadsafe(_settle, calls, f, batch))
+
+    def _batch_future(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        batch: asyncio.Future[None] = loop.create_future()
+        self._inflight.add(batch)
+        batch.add_done_callback(self._inflight.discard)
+        return batch
+
+    def _commit_owned(
+        self, loop: asyncio.AbstractEventLoop, commit: OwnerCommit, items: list[_Owned]
+    ) -> None:
+        """The owner's records, staged here on the loop: the writer thread only waits for the
+        disk (``store.pipeline``) while the publication runs back on the loop. Python work and
+        system calls on the thread would each hand the GIL back and forth with the busy loop,
+        which costs far more than the work itself."""
+        batch = self._batch_future(loop)
+        if self._pipeline is None or self._pipeline.loop is not loop:
+            self._pipeline = CommitPipeline(writer=self.writer, loop=loop)
+        self._pipeline.add(commit, lambda done: _settle_owned(done, items, batch))
+
+
+def _apply(store: Store, ops: list[BatchOp]) -> list[BatchOutcome]:
+    """On the writer thread: one group commit when the store offers it, else call by call."""
+    if isinstance(store, BatchWrites):
+        return store.apply_batch(ops)
+    return apply_each(store, ops)
+
+
+def _settle_owned(commit: OwnerCommit, items: list[_Owned], batch: asyncio.Future[None]) -> None:
+    outcomes = [
+        BatchOutcome(error=error) if error is not None else BatchOutcome(value=item.write.record)
+        for item, error in zip(items, commit.errors, strict=True)
+    ]
+    _complete(items, outcomes, batch)
+
+
+def _settle(
+    items: list[_Call],
+    done: concurrent.futures.Future[list[BatchOutcome]],
+    batch: asyncio.Future[None],
+) -> None:
+    """Back on the loop: complete every queued call's future with its own outcome."""
+    error = done.exception()
+    outcomes = done.result() if error is None else [BatchOutcome(error=error)] * len(items)
+    _complete(items, outcomes, batch)
+
+
+def _complete(
+    items: Sequence[_Owned | _Call], outcomes: list[BatchOutcome], batch: asyncio.Future[None]
+) -> None:
+    if not batch.done():
+        batch.set_result(None)
+    for item, outcome in zip(items, outcomes, strict=True):
+        future = item.future
+        if future.done():
+            continue
+        if outcome.error is not None:
+            what = item.op.name if isinstance(item, _Call) else "record write"
+            log.error("durable %s failed: %s", what, outcome.error)
+            future.set_exception(outcome.error)
+            future.exception()  # retrieved: a failed write is logged, not a loop warning
+        else:
+            future.set_result(outcome.value)
