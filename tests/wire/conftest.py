@@ -20,17 +20,25 @@ async def wire_server() -> AsyncIterator[WireServer]:
             await server.close()
 
 
-@pytest.fixture
-async def anthropic_wire(wire_server: WireServer) -> AsyncIterator[AnthropicWire]:
-    wire = AnthropicWire(wire_server)
+TRANSPORTS = ["lean", "sdk"]
+"""Every wire test runs on both transports: the lean one and the official SDK it must match."""
+
+
+@pytest.fixture(params=TRANSPORTS)
+async def anthropic_wire(
+    wire_server: WireServer, request: pytest.FixtureRequest
+) -> AsyncIterator[AnthropicWire]:
+    wire = AnthropicWire(wire_server, transport=request.param)
     yield wire
     for model in wire.models:
         await model.aclose()
 
 
-@pytest.fixture
-async def openai_wire(wire_server: WireServer) -> AsyncIterator[OpenAIWire]:
-    wire = OpenAIWire(wire_server)
+@pytest.fixture(params=TRANSPORTS)
+async def openai_wire(
+    wire_server: WireServer, request: pytest.FixtureRequest
+) -> AsyncIterator[OpenAIWire]:
+    wire = OpenAIWire(wire_server, transport=request.param)
     yield wire
     for model in wire.models:
         await model.aclose()

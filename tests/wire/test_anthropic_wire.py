@@ -399,11 +399,32 @@ def test_importing_the_providers_does_not_import_the_sdks() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_sdk_names_the_extra_when_the_sdk_path_is_needed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setitem(sys.modules, "anthropic", None)
 
     with pytest.raises(ImportError, match=r"pip install 'subagents\[anthropic\]'"):
+        AnthropicModel("claude-x", api_key="k", transport="sdk")
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # a proxy: only the SDK handles it
+    with pytest.raises(ImportError, match=r"pip install 'subagents\[anthropic\]'"):
         AnthropicModel("claude-x", api_key="k")
+
+
+async def test_the_lean_transport_needs_no_sdk(
+    wire_server: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    monkeypatch.setitem(sys.modules, "httpx2", None)
+    wire = AnthropicWire(wire_server)
+    wire_server.queue(wire.text("no SDK needed"))
+    model = wire.model()
+
+    done = await complete(model, make_request())
+
+    assert model.transport == "lean"
+    assert done.message["content"] == [{"type": "text", "text": "no SDK needed"}]
+    await model.aclose()
 
 
 # --- end to end: the agent loop over the wire -------------------------------------------------

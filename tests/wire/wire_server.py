@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from subagents.models._lean import Transport
 from subagents.models.anthropic import AnthropicModel
 from subagents.models.openai import OpenAIModel
 
@@ -30,6 +31,10 @@ class Reply:
     """Cut the connection (no chunked terminator) after this many events."""
     stall: bool = False
     """After the events, send nothing more and wait for the client to hang up."""
+    sse: bytes | None = None
+    """A recorded stream body, sent as it is (one chunk per SSE record) instead of ``events``."""
+    text: bytes | None = None
+    """A raw body (not JSON), for error responses that are not JSON."""
 
 
 @dataclass(kw_only=True)
@@ -38,6 +43,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
+    raw: bytes = b""
 
 
 class WireServer:
@@ -103,8 +109,10 @@ class WireServer:
         self, reply: Reply, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
         """Write ``reply``; False when the connection must not be reused."""
+        if reply.sse is not None:
+            return await self._send_recorded(reply, writer)
         if reply.events is None:
-            payload = json.dumps(reply.body).encode()
+            payload = reply.text if reply.text is not None else json.dumps(reply.body).encode()
             head = _head(reply.status, {"content-type": "application/json", **reply.headers})
             writer.write(head + f"content-length: {len(payload)}\r\n\r\n".encode() + payload)
             await writer.drain()
@@ -123,6 +131,17 @@ class WireServer:
                 pass
             self.client_hung_up.set()
             return False
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    async def _send_recorded(self, reply: Reply, writer: asyncio.StreamWriter) -> bool:
+        assert reply.sse is not None
+        head = {"content-type": "text/event-stream; charset=utf-8", **reply.headers}
+        writer.write(_head(reply.status, head) + b"transfer-encoding: chunked\r\n\r\n")
+        for record in reply.sse.split(b"\n\n")[:-1]:
+            writer.write(_chunk(record + b"\n\n"))
+            await writer.drain()
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True
@@ -162,7 +181,7 @@ async def _read_request(reader: asyncio.StreamReader) -> Recorded | None:
     else:
         raw = await reader.readexactly(int(headers.get("content-length", "0")))
     body = json.loads(raw) if raw else None
-    return Recorded(method=method, path=path, headers=headers, body=body)
+    return Recorded(method=method, path=path, headers=headers, body=body, raw=raw)
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
@@ -183,12 +202,15 @@ def _pieces(text: str, count: int = 2) -> list[str]:
 class AnthropicWire:
     """Builds Messages API replies for the server and models pointed at it."""
 
-    def __init__(self, server: WireServer) -> None:
+    def __init__(self, server: WireServer, *, transport: Transport = "lean") -> None:
         self.server = server
+        self.transport: Transport = transport
         self.models: list[AnthropicModel] = []
 
     def model(self, name: str = "claude-test") -> AnthropicModel:
-        model = AnthropicModel(name, api_key="test-key", base_url=self.server.url)
+        model = AnthropicModel(
+            name, api_key="test-key", base_url=self.server.url, transport=self.transport
+        )
         self.models.append(model)
         return model
 
@@ -267,12 +289,15 @@ def _anthropic_block_events(index: int, block: dict[str, Any]) -> list[tuple[str
 class OpenAIWire:
     """Builds chat.completion.chunk streams for the server and models pointed at it."""
 
-    def __init__(self, server: WireServer) -> None:
+    def __init__(self, server: WireServer, *, transport: Transport = "lean") -> None:
         self.server = server
+        self.transport: Transport = transport
         self.models: list[OpenAIModel] = []
 
     def model(self, name: str = "gpt-test", *, api_key: str | None = "test-key") -> OpenAIModel:
-        model = OpenAIModel(name, api_key=api_key, base_url=self.server.url + "/v1")
+        model = OpenAIModel(
+            name, api_key=api_key, base_url=self.server.url + "/v1", transport=self.transport
+        )
         self.models.append(model)
         return model
 

@@ -31,10 +31,11 @@ import email.utils
 import importlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import ModuleType
 from typing import Any, Protocol
+
+import orjson
 
 from subagents.abort import AbortSignal
 from subagents.models.base import ErrorKind, MessageDone, ModelError, StreamEvent, TextDelta
@@ -137,29 +138,45 @@ def to_model_error(error: BaseException, *, sdk: ModuleType, label: str) -> Mode
         return ModelError("connection", f"{label}: connection failed: {_describe(error)}")
     if isinstance(error, sdk.APIError):
         # An error event inside a stream: no status of its own, only a body.
-        kind = _TYPE_KINDS.get(body_error_type(getattr(error, "body", None)) or "", "api_error")
+        kind = stream_error_kind(getattr(error, "body", None))
         return ModelError(kind, f"{label}: {_describe(error)}")
     return None
 
 
 def _status_error(error: Any, label: str) -> ModelError:
-    status: int = int(error.status_code)
+    headers = getattr(error.response, "headers", None)
+    return status_error(int(error.status_code), _describe(error), error.body, headers, label)
+
+
+def status_error(
+    status: int, message: str, body: object, headers: Mapping[str, str] | None, label: str
+) -> ModelError:
+    """The ``ModelError`` for an HTTP error status, or for an error event inside a 200 stream
+    (``status`` < 400: the body's error type decides the kind). Both transports use it."""
     if status >= 400:
         kind = kind_for_status(status)
     else:
-        kind = _TYPE_KINDS.get(body_error_type(error.body) or "", "api_error")
-    headers = getattr(error.response, "headers", None)
+        kind = _TYPE_KINDS.get(body_error_type(body) or "", "api_error")
     shown = f"HTTP {status}" if status >= 400 else "stream error"
     return ModelError(
         kind,
-        f"{label}: {shown}: {_describe(error)}",
+        f"{label}: {shown}: {message}",
         status=status if status >= 400 else None,
         retry_after=retry_after_seconds(headers),
     )
 
 
+def stream_error_kind(body: object) -> ErrorKind:
+    """The kind of an error that arrived as stream data rather than as a status."""
+    return _TYPE_KINDS.get(body_error_type(body) or "", "api_error")
+
+
 def _describe(error: BaseException) -> str:
-    text = str(error) or type(error).__name__
+    return clip(str(error) or type(error).__name__)
+
+
+def clip(text: str) -> str:
+    """An error text as shown in a ``ModelError``: at most 500 characters."""
     return text if len(text) <= 500 else text[:500] + "..."
 
 
@@ -173,28 +190,38 @@ def load_sdk(module: str, extra: str) -> ModuleType:
         ) from exc
 
 
-@contextmanager
-def abort_scope(abort: AbortSignal | None) -> Iterator[None]:
+class abort_scope:
     """While open, an abort cancels the task reading the stream, so a pending read ends now.
 
     The agent loop already binds its task to the same signal; a second ``cancel`` would leave an
     extra cancellation request behind after the loop's ``uncancel``, so we cancel only a task that
-    is not already being cancelled. Closing the HTTP stream is the caller's ``finally``.
+    is not already being cancelled. Closing the HTTP stream is the caller's ``finally``. A class,
+    not ``@contextmanager``: it is entered once per model call, and the generator-based version
+    was a measurable share of a lean call's CPU.
     """
-    task = asyncio.current_task()
-    if abort is None or task is None:
-        yield
-        return
 
-    def cancel(reason: str) -> None:
-        if not task.done() and not task.cancelling():
+    __slots__ = ("_abort", "_task", "_unsubscribe")
+
+    def __init__(self, abort: AbortSignal | None) -> None:
+        self._abort = abort
+        self._task: asyncio.Task[Any] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def __enter__(self) -> None:
+        if self._abort is not None:
+            self._task = asyncio.current_task()
+            if self._task is not None:
+                self._unsubscribe = self._abort.on_abort(self._cancel)
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def _cancel(self, reason: str) -> None:
+        task = self._task
+        if task is not None and not task.done() and not task.cancelling():
             task.cancel(f"abort: {reason}")
-
-    unsubscribe = abort.on_abort(cancel)
-    try:
-        yield
-    finally:
-        unsubscribe()
 
 
 def parse_tool_arguments(raw: str) -> dict[str, Any]:
@@ -204,16 +231,20 @@ def parse_tool_arguments(raw: str) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
-    except ValueError:
-        return {INVALID_JSON_KEY: raw}
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:  # what orjson refuses and Python's parser takes (integers beyond 64 bits)
+            value = json.loads(raw)
+        except ValueError:
+            return {INVALID_JSON_KEY: raw}
     return value if isinstance(value, dict) else {INVALID_JSON_KEY: raw}
 
 
 class Assembler(Protocol):
-    """Builds one assistant message from an SDK's stream events (one per provider)."""
+    """Builds one assistant message from stream events, each the event's JSON as a dict (one
+    assembler per provider, shared by the SDK and the lean transport)."""
 
-    def feed(self, event: Any, /) -> str | None: ...
+    def feed(self, event: dict[str, Any], /) -> str | None: ...
 
     def done(self, model: str, label: str) -> MessageDone: ...
 
@@ -229,14 +260,16 @@ async def relay(
 ) -> AsyncIterator[StreamEvent]:
     """Stream one SDK call as our events: text deltas as they come, then the whole message.
 
-    The stream is closed whatever happens; an SDK error becomes a ``ModelError`` (so the retry
-    policy can classify it); an abort closes the connection (``abort_scope``)."""
+    Each SDK event is handed to the assembler as the JSON it was parsed from (``to_dict`` keeps
+    only the fields the server sent). The stream is closed whatever happens; an SDK error becomes
+    a ``ModelError`` (so the retry policy can classify it); an abort closes the connection
+    (``abort_scope``)."""
     with abort_scope(abort):
         try:
             stream = await open_stream()
             try:
                 async for event in stream:
-                    text = assembler.feed(event)
+                    text = assembler.feed(event.to_dict())
                     if text:
                         yield TextDelta(text=text)
             finally:

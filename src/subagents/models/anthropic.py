@@ -11,29 +11,58 @@ Our messages are already Anthropic-shaped, so the request is mostly a copy. What
   back with their signature so they can be sent again on the next turn.
 * **Streaming.** Raw stream events are assembled here (not by the SDK's helper) so that a stream
   that ends without ``message_stop`` — a dropped connection — is an error, never a short answer.
+* **Two transports.** By default requests go over the lean transport (``_lean``: our HTTP/1.1
+  client and SSE decoder, ~10 times cheaper per call, and no SDK import at all); the official SDK is
+  the reference and the fallback for what only it handles (a caller's own client, proxies,
+  credential profiles). Both feed the same ``StreamAssembler`` with each event's JSON.
 
-The SDK client is built with ``max_retries=0``: ``ModelCaller`` owns retries and backoff, and
-needs every error raw (see ``_sdk_support`` for the mapping to ``ModelError`` kinds).
+Neither transport retries (the SDK client is built with ``max_retries=0``): ``ModelCaller`` owns
+retries and backoff, and needs every error raw (``_sdk_support`` maps them to kinds).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import orjson
+
 from subagents.messages import ContentBlock, Message, Usage
+from subagents.models._http import Origin
+from subagents.models._lean import (
+    USER_AGENT,
+    LeanCall,
+    LeanEndpoint,
+    StreamErrorEvent,
+    Transport,
+    choose_transport,
+    header_lines,
+    parse_error_body,
+    parse_json,
+)
 from subagents.models._sdk_support import (
     EPHEMERAL,
     load_sdk,
     parse_tool_arguments,
     relay,
 )
-from subagents.models.base import MessageDone, ModelError, ModelRequest, StreamEvent
+from subagents.models.base import MessageDone, ModelError, ModelRequest, StreamEvent, drain
+
+ANTHROPIC_API_VERSION = "2026-10-21"
+"""The ``anthropic-version`` header; pinned to the SDK's own (a wire test compares them)."""
+DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 
 class AnthropicModel:
-    """A Claude model behind the Messages API. ``client`` may be any ``AsyncAnthropic``."""
+    """A Claude model behind the Messages API. ``client`` may be any ``AsyncAnthropic``.
+
+    Requests go over the lean transport (``_lean``) unless ``client`` is given or the SDK is
+    needed (``choose_transport``); ``transport`` forces one. The key is ``api_key``, else
+    ``ANTHROPIC_API_KEY``, else ``ANTHROPIC_AUTH_TOKEN``, sent as the SDK sends it; the URL is
+    ``base_url``, else ``ANTHROPIC_BASE_URL``; ``ANTHROPIC_CUSTOM_HEADERS`` adds header lines.
+    """
 
     provider = "anthropic"
 
@@ -44,48 +73,125 @@ class AnthropicModel:
         client: Any = None,
         api_key: str | None = None,
         base_url: str | None = None,
+        transport: Transport | None = None,
+        _endpoint: LeanEndpoint | None = None,
     ) -> None:
         self.name = name
-        self._sdk = load_sdk("anthropic", "anthropic")
-        if client is None:
-            client = self._sdk.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0)
+        self.label = f"anthropic model {name!r}"
         self.client: Any = client
+        self._endpoint = _endpoint
+        if client is None and _endpoint is None:
+            key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+            token = None if key else os.environ.get("ANTHROPIC_AUTH_TOKEN") or None
+            url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+            chosen = transport or choose_transport(
+                has_client=False, has_static_credential=bool(key or token), base_url=url
+            )
+            if chosen == "lean":
+                self._endpoint = _lean_endpoint(url, key or token or "")
+            else:
+                sdk = load_sdk("anthropic", "anthropic")
+                self.client = sdk.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0)
+
+    @property
+    def transport(self) -> Transport:
+        return "lean" if self._endpoint is not None else "sdk"
 
     def with_model_id(self, model_id: str) -> AnthropicModel:
         """A sibling for another Claude model, sharing this one's client (and its connections)."""
-        return AnthropicModel(model_id, client=self.client)
+        return AnthropicModel(model_id, client=self.client, _endpoint=self._endpoint)
 
     async def aclose(self) -> None:
-        """Close the SDK client's connections (shared with siblings from ``with_model_id``)."""
-        await self.client.close()
+        """Close the client's connections (shared with siblings from ``with_model_id``)."""
+        if self._endpoint is not None:
+            await self._endpoint.aclose()
+        else:
+            await self.client.close()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        lean = self._lean_call(request)
+        if lean is not None:
+            return lean.stream()
         params = build_params(request, self.name)
-        async for event in relay(
+        return relay(
             lambda: self.client.messages.create(**params),
             StreamAssembler(),
             model=self.name,
-            label=f"anthropic model {self.name!r}",
-            sdk=self._sdk,
+            label=self.label,
+            sdk=load_sdk("anthropic", "anthropic"),
             abort=request.abort,
-        ):
-            yield event
+        )
+
+    async def respond(self, request: ModelRequest) -> MessageDone:
+        """``stream`` drained (``complete`` calls it): on the lean transport, without an event
+        per text delta."""
+        lean = self._lean_call(request)
+        if lean is not None:
+            return await lean.respond()
+        return await drain(self.stream(request), self.name)
+
+    def _lean_call(self, request: ModelRequest) -> LeanCall | None:
+        if self._endpoint is None:
+            return None
+        return LeanCall(
+            endpoint=self._endpoint,
+            body=build_params(request, self.name),
+            assembler=StreamAssembler(),
+            model=self.name,
+            label=self.label,
+            status_message=status_message,
+            abort=request.abort,
+        )
+
+
+def _lean_endpoint(base_url: str, credential: str) -> LeanEndpoint:
+    headers = {
+        "Accept": "application/json",
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "anthropic-version": ANTHROPIC_API_VERSION,
+        **custom_headers(os.environ.get("ANTHROPIC_CUSTOM_HEADERS")),
+        # The SDK sends a key or a token the same way (``AsyncAnthropic.auth_headers``).
+        "Authorization": f"Bearer {credential}",
+    }
+    return LeanEndpoint(
+        origin=Origin.parse(base_url), path="/v1/messages", headers=header_lines(headers)
+    )
+
+
+def custom_headers(raw: str | None) -> dict[str, str]:
+    """``ANTHROPIC_CUSTOM_HEADERS``: ``Name: value`` lines, parsed as the SDK parses them."""
+    parsed: dict[str, str] = {}
+    for line in (raw or "").split("\n"):
+        name, colon, value = line.partition(":")
+        if colon and name.strip():
+            parsed[name.strip()] = value.strip()
+    return parsed
+
+
+def status_message(status: int, raw: bytes) -> tuple[str, object]:
+    """An error response's text as the SDK words it: ``Error code: N - {parsed body}``."""
+    text, body = parse_error_body(raw)
+    if body is None:
+        return text or f"Error code: {status}", text
+    return f"Error code: {status} - {body}", body
 
 
 def build_params(request: ModelRequest, model: str) -> dict[str, Any]:
-    """The ``messages.create`` arguments for ``request``, cache breakpoints included."""
+    """The ``messages.create`` arguments for ``request``, cache breakpoints included, in the
+    order the SDK writes them to the wire (so both transports send the same bytes)."""
     params: dict[str, Any] = {
-        "model": model,
         "max_tokens": request.max_tokens,
         "messages": cached_messages(request.messages),
+        "model": model,
         "stream": True,
     }
     if request.system:
         params["system"] = [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}]
-    if request.tools:
-        params["tools"] = cached_tools(request.tools)
     if request.thinking:
         params["thinking"] = request.thinking
+    if request.tools:
+        params["tools"] = cached_tools(request.tools)
     return params
 
 
@@ -122,9 +228,13 @@ def cached_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return out
 
 
+USAGE_KEYS = tuple(Usage().to_dict())
+
+
 @dataclass(kw_only=True)
 class StreamAssembler:
-    """Builds the assistant message, usage and stop reason from raw Messages stream events."""
+    """Builds the assistant message, usage and stop reason from Messages stream events, each
+    the event's JSON as a dict (the lean transport parses it; the SDK path dumps its objects)."""
 
     blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
     partial_json: dict[int, list[str]] = field(default_factory=dict)
@@ -132,21 +242,31 @@ class StreamAssembler:
     stop_reason: str = "end_turn"
     stopped: bool = False
 
-    def feed(self, event: Any) -> str | None:
+    def feed_sse(self, name: str | None, data: bytes) -> str | None:
+        """One SSE record. Like the SDK: unnamed records and pings are skipped, an ``error``
+        record ends the stream with the error it carries."""
+        if name is None or name == "ping" or not data:
+            return None
+        if name == "error":
+            raise _stream_error(data)
+        return self.feed(parse_json(data))
+
+    def feed(self, event: dict[str, Any]) -> str | None:
         """Apply one event; returns text to show live, if the event carried some."""
-        kind = event.type
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            return self._apply_delta(event["index"], event["delta"])
         if kind == "message_start":
-            self._merge_usage(event.message.usage)
+            self._merge_usage(event["message"].get("usage"))
         elif kind == "content_block_start":
-            self.blocks[event.index] = start_block(event.content_block)
-        elif kind == "content_block_delta":
-            return self._apply_delta(event.index, event.delta)
+            self.blocks[event["index"]] = start_block(event["content_block"])
         elif kind == "content_block_stop":
-            self._finish_block(event.index)
+            self._finish_block(event["index"])
         elif kind == "message_delta":
-            if event.delta.stop_reason:
-                self.stop_reason = event.delta.stop_reason
-            self._merge_usage(event.usage)
+            stop = event["delta"].get("stop_reason")
+            if stop:
+                self.stop_reason = stop
+            self._merge_usage(event.get("usage"))
         elif kind == "message_stop":
             self.stopped = True
         return None
@@ -163,23 +283,24 @@ class StreamAssembler:
         message: Message = {"role": "assistant", "content": content}
         return MessageDone(
             message=message,
-            usage=Usage.from_dict(dict(self.usage)),
+            usage=Usage(**self.usage),
             stop_reason=self.stop_reason,
             model=model,
         )
 
-    def _apply_delta(self, index: int, delta: Any) -> str | None:
+    def _apply_delta(self, index: int, delta: dict[str, Any]) -> str | None:
         block = self.blocks.setdefault(index, {"type": "text", "text": ""})
-        kind = delta.type
+        kind = delta.get("type")
         if kind == "text_delta":
-            block["text"] = block.get("text", "") + delta.text
-            return str(delta.text)
-        if kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + delta.thinking
+            text: str = delta["text"]
+            block["text"] = block.get("text", "") + text
+            return text
+        if kind == "input_json_delta":
+            self.partial_json.setdefault(index, []).append(delta["partial_json"])
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
         elif kind == "signature_delta":
-            block["signature"] = delta.signature
-        elif kind == "input_json_delta":
-            self.partial_json.setdefault(index, []).append(delta.partial_json)
+            block["signature"] = delta["signature"]
         return None
 
     def _finish_block(self, index: int) -> None:
@@ -187,29 +308,43 @@ class StreamAssembler:
         if block is not None and block.get("type") == "tool_use" and index in self.partial_json:
             block["input"] = parse_tool_arguments("".join(self.partial_json.pop(index)))
 
-    def _merge_usage(self, usage: Any) -> None:
+    def _merge_usage(self, usage: dict[str, Any] | None) -> None:
         """Counters are cumulative: a later non-null value replaces an earlier one."""
-        if usage is None:
+        if not usage:
             return
-        for key in Usage().to_dict():
-            value = getattr(usage, key, None)
+        for key in USAGE_KEYS:
+            value = usage.get(key)
             if value is not None:
                 self.usage[key] = int(value)
 
 
-def start_block(block: Any) -> dict[str, Any]:
+def _stream_error(data: bytes) -> StreamErrorEvent:
+    """The SDK's wording: the parsed body's repr, else the raw text."""
+    text = data.decode("utf-8", "replace")
+    try:
+        body: object = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return StreamErrorEvent(text or "Error code: 200", text, with_status=True)
+    return StreamErrorEvent(f"{body}", body, with_status=True)
+
+
+def start_block(block: dict[str, Any]) -> dict[str, Any]:
     """Our dict for a ``content_block_start`` block; unknown kinds are kept as the API sent them."""
-    kind = block.type
+    kind = block.get("type")
     if kind == "text":
-        return {"type": "text", "text": block.text or ""}
+        return {"type": "text", "text": block.get("text") or ""}
     if kind == "thinking":
-        started: dict[str, Any] = {"type": "thinking", "thinking": block.thinking or ""}
-        if getattr(block, "signature", None):
-            started["signature"] = block.signature
+        started: dict[str, Any] = {"type": "thinking", "thinking": block.get("thinking") or ""}
+        if block.get("signature"):
+            started["signature"] = block["signature"]
         return started
     if kind == "tool_use":
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input or {}}
+        return {
+            "type": "tool_use",
+            "id": block["id"],
+            "name": block["name"],
+            "input": block.get("input") or {},
+        }
     if kind == "redacted_thinking":
-        return {"type": "redacted_thinking", "data": block.data}
-    dumped: dict[str, Any] = block.model_dump(mode="json", exclude_none=True)
-    return dumped
+        return {"type": "redacted_thinking", "data": block["data"]}
+    return {key: value for key, value in block.items() if value is not None}

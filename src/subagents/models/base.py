@@ -117,10 +117,15 @@ async def complete(model: Model, request: ModelRequest) -> MessageDone:
     if respond is not None:
         done_now: MessageDone = await respond(request)
         return done_now
+    return await drain(model.stream(request), model.name)
+
+
+async def drain(events: AsyncIterator[StreamEvent], name: str) -> MessageDone:
+    """The final event of a stream; a stream without one is an ``api_error``."""
     done: MessageDone | None = None
-    async for event in model.stream(request):
+    async for event in events:
         if isinstance(event, MessageDone):
             done = event
     if done is None:
-        raise ModelError("api_error", f"model {model.name!r} ended its stream without a message")
+        raise ModelError("api_error", f"model {name!r} ended its stream without a message")
     return done

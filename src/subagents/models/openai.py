@@ -18,7 +18,8 @@ result naming it and the model can try again. Usage comes from the final chunk
 (``stream_options.include_usage``): cached prompt tokens are reported as cache reads and left out
 of ``input_tokens``, so the four counters add up the way Anthropic's do.
 
-The SDK client is built with ``max_retries=0``: ``ModelCaller`` owns retries.
+Requests go over the lean transport by default (``_lean``), the official SDK being the reference
+and the fallback (see ``anthropic.py``); neither retries: ``ModelCaller`` owns retries.
 """
 
 from __future__ import annotations
@@ -31,12 +32,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from subagents.messages import ContentBlock, Message, Usage, blocks_of, tool_result_text
+from subagents.models._http import Origin
+from subagents.models._lean import (
+    USER_AGENT,
+    LeanCall,
+    LeanEndpoint,
+    StreamErrorEvent,
+    Transport,
+    choose_transport,
+    header_lines,
+    parse_error_body,
+    parse_json,
+)
 from subagents.models._sdk_support import (
     load_sdk,
     parse_tool_arguments,
     relay,
 )
-from subagents.models.base import MessageDone, ModelError, ModelRequest, StreamEvent
+from subagents.models.base import MessageDone, ModelError, ModelRequest, StreamEvent, drain
 
 KEYLESS_PLACEHOLDER = "not-needed"
 """API key sent when none is configured: local servers ignore it, the SDK insists on one."""
@@ -49,11 +62,18 @@ _STOP_REASONS = {
 }
 
 
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
 class OpenAIModel:
     """A chat-completions model. ``client`` may be any ``AsyncOpenAI``.
 
     ``max_tokens_param`` names the output cap: ``max_tokens`` is what every compatible server
-    understands; OpenAI's reasoning models want ``max_completion_tokens``.
+    understands; OpenAI's reasoning models want ``max_completion_tokens``. Requests go over the
+    lean transport (``_lean``) unless ``client`` is given or the SDK is needed; ``transport``
+    forces one. Key: ``api_key``, else ``OPENAI_API_KEY``, else ``KEYLESS_PLACEHOLDER``; URL:
+    ``base_url``, else ``OPENAI_BASE_URL``; ``OPENAI_ORG_ID`` and ``OPENAI_PROJECT_ID`` are sent
+    as the SDK sends them.
     """
 
     provider = "openai"
@@ -66,49 +86,121 @@ class OpenAIModel:
         api_key: str | None = None,
         base_url: str | None = None,
         max_tokens_param: str = "max_tokens",
+        transport: Transport | None = None,
+        _endpoint: LeanEndpoint | None = None,
     ) -> None:
         self.name = name
+        self.label = f"openai model {name!r}"
         self.max_tokens_param = max_tokens_param
-        self._sdk = load_sdk("openai", "openai")
-        if client is None:
-            client = self._sdk.AsyncOpenAI(
-                api_key=api_key or os.environ.get("OPENAI_API_KEY") or KEYLESS_PLACEHOLDER,
-                base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None,
-                max_retries=0,
-            )
         self.client: Any = client
+        self._endpoint = _endpoint
+        if client is None and _endpoint is None:
+            key = api_key or os.environ.get("OPENAI_API_KEY") or KEYLESS_PLACEHOLDER
+            url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+            chosen = transport or choose_transport(
+                has_client=False, has_static_credential=True, base_url=url
+            )
+            if chosen == "lean":
+                self._endpoint = _lean_endpoint(url, key)
+            else:
+                sdk = load_sdk("openai", "openai")
+                self.client = sdk.AsyncOpenAI(api_key=key, base_url=url, max_retries=0)
+
+    @property
+    def transport(self) -> Transport:
+        return "lean" if self._endpoint is not None else "sdk"
 
     def with_model_id(self, model_id: str) -> OpenAIModel:
         """A sibling for another model on the same server, sharing this one's client."""
-        return OpenAIModel(model_id, client=self.client, max_tokens_param=self.max_tokens_param)
+        return OpenAIModel(
+            model_id,
+            client=self.client,
+            max_tokens_param=self.max_tokens_param,
+            _endpoint=self._endpoint,
+        )
 
     async def aclose(self) -> None:
-        """Close the SDK client's connections (shared with siblings from ``with_model_id``)."""
-        await self.client.close()
+        """Close the client's connections (shared with siblings from ``with_model_id``)."""
+        if self._endpoint is not None:
+            await self._endpoint.aclose()
+        else:
+            await self.client.close()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        lean = self._lean_call(request)
+        if lean is not None:
+            return lean.stream()
         params = self.build_params(request)
-        async for event in relay(
+        return relay(
             lambda: self.client.chat.completions.create(**params),
             ChunkAssembler(),
             model=self.name,
-            label=f"openai model {self.name!r}",
-            sdk=self._sdk,
+            label=self.label,
+            sdk=load_sdk("openai", "openai"),
             abort=request.abort,
-        ):
-            yield event
+        )
+
+    async def respond(self, request: ModelRequest) -> MessageDone:
+        """``stream`` drained (``complete`` calls it): on the lean transport, without an event
+        per text delta."""
+        lean = self._lean_call(request)
+        if lean is not None:
+            return await lean.respond()
+        return await drain(self.stream(request), self.name)
+
+    def _lean_call(self, request: ModelRequest) -> LeanCall | None:
+        if self._endpoint is None:
+            return None
+        return LeanCall(
+            endpoint=self._endpoint,
+            body=self.build_params(request),
+            assembler=ChunkAssembler(),
+            model=self.name,
+            label=self.label,
+            status_message=status_message,
+            abort=request.abort,
+        )
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body, in the order the SDK writes it to the wire."""
         params: dict[str, Any] = {
             "model": self.name,
-            "messages": to_openai_messages(request.system, request.messages),
             "stream": True,
-            "stream_options": {"include_usage": True},
+            "messages": to_openai_messages(request.system, request.messages),
             self.max_tokens_param: request.max_tokens,
+            "stream_options": {"include_usage": True},
         }
         if request.tools:
             params["tools"] = to_openai_tools(request.tools)
         return params
+
+
+def _lean_endpoint(base_url: str, key: str) -> LeanEndpoint:
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Accept": "application/json",
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+    }
+    if os.environ.get("OPENAI_ORG_ID"):
+        headers["OpenAI-Organization"] = os.environ["OPENAI_ORG_ID"]
+    if os.environ.get("OPENAI_PROJECT_ID"):
+        headers["OpenAI-Project"] = os.environ["OPENAI_PROJECT_ID"]
+    return LeanEndpoint(
+        origin=Origin.parse(base_url), path="/chat/completions", headers=header_lines(headers)
+    )
+
+
+def status_message(status: int, raw: bytes) -> tuple[str, object]:
+    """An error response's text as the SDK words it: ``Error code: N - <error.message>``."""
+    text, body = parse_error_body(raw)
+    if body is None:
+        return f"Error code: {status}", text
+    error = body.get("error", body) if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if isinstance(message, str) and message:
+        return f"Error code: {status} - {message}", body
+    return f"Error code: {status}", body
 
 
 def to_openai_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
@@ -182,39 +274,51 @@ class _ToolCallSlot:
 
 @dataclass(kw_only=True)
 class ChunkAssembler:
-    """Builds the assistant message from ``chat.completion.chunk``s."""
+    """Builds the assistant message from ``chat.completion.chunk``s, each the chunk's JSON."""
 
     text: list[str] = field(default_factory=list)
     calls: dict[int, _ToolCallSlot] = field(default_factory=dict)
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
 
-    def feed(self, chunk: Any) -> str | None:
+    def feed_sse(self, name: str | None, data: bytes) -> str | None:
+        """One SSE record. Like the SDK: ``[DONE]`` ends the stream, and a chunk carrying an
+        ``error`` fails the call with it."""
+        if data.startswith(b"[DONE]"):
+            return None
+        chunk = parse_json(data)
+        if isinstance(chunk, dict) and chunk.get("error"):
+            raise _chunk_error(chunk["error"])
+        return self.feed(chunk)
+
+    def feed(self, chunk: dict[str, Any]) -> str | None:
         """Apply one chunk; returns text to show live, if it carried some."""
-        if getattr(chunk, "usage", None) is not None:
-            self.usage = map_usage(chunk.usage)
+        if chunk.get("usage"):
+            self.usage = map_usage(chunk["usage"])
         shown: list[str] = []
-        for choice in chunk.choices or []:
-            if choice.index != 0:
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
                 continue
-            delta = choice.delta
-            if delta is not None and delta.content:
-                self.text.append(delta.content)
-                shown.append(delta.content)
-            for call in (delta.tool_calls if delta is not None else None) or []:
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
+            if content:
+                self.text.append(content)
+                shown.append(content)
+            for call in delta.get("tool_calls") or ():
                 self._apply_tool_delta(call)
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
         return "".join(shown) or None
 
-    def _apply_tool_delta(self, call: Any) -> None:
-        slot = self.calls.setdefault(call.index if call.index is not None else 0, _ToolCallSlot())
-        if call.id and not slot.id:
-            slot.id = call.id
-        function = call.function
-        if function is not None:
-            slot.name += function.name or ""
-            slot.arguments.append(function.arguments or "")
+    def _apply_tool_delta(self, call: dict[str, Any]) -> None:
+        index = call.get("index")
+        slot = self.calls.setdefault(index if index is not None else 0, _ToolCallSlot())
+        if call.get("id") and not slot.id:
+            slot.id = call["id"]
+        function = call.get("function")
+        if function:
+            slot.name += function.get("name") or ""
+            slot.arguments.append(function.get("arguments") or "")
 
     def done(self, model: str, label: str) -> MessageDone:
         if self.finish_reason is None:
@@ -247,15 +351,23 @@ class ChunkAssembler:
         )
 
 
-def map_usage(usage: Any) -> Usage:
+def map_usage(usage: dict[str, Any]) -> Usage:
     """Chat-completions usage as our four counters; cached prompt tokens count once, as reads."""
-    prompt = int(usage.prompt_tokens or 0)
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = int(getattr(details, "cached_tokens", None) or 0)
-    written = int(getattr(details, "cache_write_tokens", None) or 0)
+    prompt = int(usage.get("prompt_tokens") or 0)
+    details = usage.get("prompt_tokens_details") or {}
+    cached = int(details.get("cached_tokens") or 0)
+    written = int(details.get("cache_write_tokens") or 0)
     return Usage(
         input_tokens=max(prompt - cached - written, 0),
-        output_tokens=int(usage.completion_tokens or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
         cache_read_input_tokens=cached,
         cache_creation_input_tokens=written,
     )
+
+
+def _chunk_error(error: object) -> StreamErrorEvent:
+    """A chunk carrying ``error``: the SDK raises ``APIError(error.message)``, no status."""
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(message, str) or not message:
+        message = "An error occurred during streaming"
+    return StreamErrorEvent(message, error, with_status=False)

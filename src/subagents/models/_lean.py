@@ -1,0 +1,168 @@
+"""The lean transport both providers share: our HTTP client, our SSE decoder, no SDK.
+
+The official SDK path (``_sdk_support.relay``) stays the reference: for the same recorded
+stream or error response, this path must give the same ``MessageDone`` or the same
+``ModelError`` (kind, status, retry-after and message), which ``tests/wire/test_lean_parity.py``
+checks on one local server for both. What differs is cost: one streamed call here is a request
+written from ready header bytes and an ``orjson`` body, whole network reads decoded at once,
+and each event's JSON parsed once into the dict the assembler reads — against the SDK's
+pydantic request options, ``httpx``/``h11`` per-chunk parsing and a typed object per event.
+
+The SDK path is used instead (see ``choose_transport``) when the model was given an SDK client,
+when ``SUBAGENTS_HTTP=sdk``, when a proxy applies to the base URL, or when the credential is not
+one this path can send (the SDKs' credential profiles and token exchange).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import orjson
+
+from subagents.abort import AbortSignal
+from subagents.models._http import HTTPClient, HTTPTransportError, Origin, lean_transport_allowed
+from subagents.models._sdk_support import abort_scope, clip, status_error, stream_error_kind
+from subagents.models._sse import SSEDecoder
+from subagents.models.base import MessageDone, ModelError, StreamEvent, TextDelta
+
+Transport = Literal["lean", "sdk"]
+USER_AGENT = "subagents/0.1 (lean HTTP)"
+
+
+class StreamErrorEvent(Exception):
+    """An error inside a 200 stream, worded as the SDK words it. ``with_status``: the SDK
+    reports it as a status error of the 200 response (Anthropic; its headers may carry a
+    retry-after), else as a bare API error (OpenAI)."""
+
+    def __init__(self, message: str, body: object, *, with_status: bool) -> None:
+        super().__init__(message)
+        self.body = body
+        self.with_status = with_status
+
+
+class WireAssembler(Protocol):
+    """Builds one assistant message from a stream's decoded SSE records."""
+
+    def feed_sse(self, name: str | None, data: bytes, /) -> str | None: ...
+
+    def done(self, model: str, label: str) -> MessageDone: ...
+
+
+def choose_transport(*, has_client: bool, has_static_credential: bool, base_url: str) -> Transport:
+    """``lean`` unless something only the SDK handles is in force (module docstring)."""
+    wanted = os.environ.get("SUBAGENTS_HTTP", "").strip().lower()
+    if wanted not in ("", "lean", "sdk"):
+        raise ValueError(f"SUBAGENTS_HTTP={wanted!r}: expected 'lean' or 'sdk'")
+    if has_client or wanted == "sdk" or not has_static_credential:
+        return "sdk"
+    return "lean" if lean_transport_allowed(Origin.parse(base_url)) else "sdk"
+
+
+def header_lines(headers: dict[str, str]) -> bytes:
+    """Header lines sent with every request of an endpoint, encoded once."""
+    return "".join(f"{name}: {value}\r\n" for name, value in headers.items()).encode("latin-1")
+
+
+@dataclass(kw_only=True)
+class LeanEndpoint:
+    """Where one provider's requests go: origin, path, ready header bytes, a shared pool."""
+
+    origin: Origin
+    path: str
+    headers: bytes
+    client: HTTPClient = field(default_factory=HTTPClient)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+@dataclass(kw_only=True)
+class LeanCall:
+    """One streamed call over the lean transport (``stream`` or ``respond``).
+
+    ``status_message(status, raw_body)`` gives the text and parsed body of an error response,
+    worded as the provider's SDK words it, so both transports report the same error."""
+
+    endpoint: LeanEndpoint
+    body: dict[str, Any]
+    assembler: WireAssembler
+    model: str
+    label: str
+    status_message: Callable[[int, bytes], tuple[str, object]]
+    abort: AbortSignal | None
+
+    async def stream(self) -> AsyncIterator[StreamEvent]:
+        """Text deltas as they come, then the whole message."""
+        with abort_scope(self.abort):
+            async for texts in self._exchange():
+                for text in texts:
+                    yield TextDelta(text=text)
+        yield self.assembler.done(self.model, self.label)
+
+    async def respond(self) -> MessageDone:
+        """The whole message: the same exchange with no event per text delta (what
+        ``complete`` needs, and all the agent loop asks for)."""
+        with abort_scope(self.abort):
+            async for _texts in self._exchange():
+                pass
+        return self.assembler.done(self.model, self.label)
+
+    async def _exchange(self) -> AsyncIterator[list[str]]:
+        """Send the request; yield the texts each network read carried."""
+        endpoint, label, assembler = self.endpoint, self.label, self.assembler
+        try:
+            response = await endpoint.client.post(
+                endpoint.origin, endpoint.path, endpoint.headers, orjson.dumps(self.body)
+            )
+        except HTTPTransportError as exc:
+            raise _connection_error(label, exc) from exc
+        try:
+            if not 200 <= response.status < 300:
+                text, parsed = self.status_message(response.status, await response.read())
+                raise status_error(response.status, clip(text), parsed, response.headers, label)
+            decoder = SSEDecoder()
+            async for piece in response.body():
+                texts = [
+                    t for name, data in decoder.feed(piece) if (t := assembler.feed_sse(name, data))
+                ]
+                yield texts
+            for name, data in decoder.flush():
+                assembler.feed_sse(name, data)
+        except HTTPTransportError as exc:
+            raise _connection_error(label, exc) from exc
+        except StreamErrorEvent as event:
+            raise _stream_error(event, response.status, response.headers, label) from None
+        finally:
+            response.close()
+
+
+def _stream_error(
+    event: StreamErrorEvent, status: int, headers: dict[str, str], label: str
+) -> ModelError:
+    if event.with_status:
+        return status_error(status, clip(str(event)), event.body, headers, label)
+    return ModelError(stream_error_kind(event.body), f"{label}: {clip(str(event))}")
+
+
+def _connection_error(label: str, exc: HTTPTransportError) -> ModelError:
+    return ModelError("connection", f"{label}: connection failed: {clip(str(exc))}")
+
+
+def parse_json(data: bytes) -> Any:
+    """A stream record's JSON; bad JSON is the server's fault, reported like a dropped stream."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise HTTPTransportError(f"the server sent an event that is not JSON: {data[:80]!r}")
+
+
+def parse_error_body(raw: bytes) -> tuple[str, object]:
+    """An error response's stripped text and its JSON (or the text when it is not JSON)."""
+    text = raw.decode("utf-8", "replace").strip()
+    try:
+        return text, orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text, None

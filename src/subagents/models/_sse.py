@@ -1,0 +1,95 @@
+"""Server-sent events from a byte stream, as both provider APIs send them.
+
+A record is a run of lines ended by a blank line; ``event:`` names it, ``data:`` lines are its
+payload (joined by newlines), other fields and ``:`` comments are ignored, and a record without
+data is not dispatched (the WHATWG rules the SDKs' decoders follow). Lines may end in LF, CRLF
+or CR. Decoding works on whole network reads, not line by line: one ``split`` per read finds
+every complete record, which is most of why this path is cheap.
+"""
+
+from __future__ import annotations
+
+SSEEvent = tuple[str | None, bytes]
+"""``(event name or None, data)``."""
+
+
+class SSEDecoder:
+    """Feed it body bytes as they arrive; it returns the records completed so far."""
+
+    __slots__ = ("_pending",)
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        buffer = self._pending + data if self._pending else data
+        if b"\r" in buffer:
+            # A CR at the very end may be the first half of a CRLF split across reads.
+            held = buffer.endswith(b"\r")
+            if held:
+                buffer = buffer[:-1]
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if held:
+                buffer += b"\r"
+        records = buffer.split(b"\n\n")
+        self._pending = records.pop()
+        return [event for record in records if (event := _parse(record)) is not None]
+
+    def flush(self) -> list[SSEEvent]:
+        """Whatever record the stream ended inside (a body need not end with a blank line)."""
+        pending, self._pending = self._pending.rstrip(b"\r\n"), b""
+        event = _parse(pending) if pending else None
+        return [] if event is None else [event]
+
+
+def _parse(record: bytes) -> SSEEvent | None:
+    # The shapes both APIs send, one ``event:`` line then one ``data:`` line (Anthropic) or a
+    # lone ``data:`` line (OpenAI), are sliced directly; anything else takes the general path.
+    if record.startswith(b"event: "):
+        newline = record.find(b"\n")
+        if record.startswith(b"data: ", newline + 1) and record.find(b"\n", newline + 1) < 0:
+            raw_name = record[7:newline]
+            name = _NAMES.get(raw_name) or raw_name.decode("utf-8", "replace")
+            return name, record[newline + 7 :]
+    elif record.startswith(b"data: ") and b"\n" not in record:
+        return None, record[6:]
+    return _parse_fields(record)
+
+
+_NAMES = {
+    name.encode(): name
+    for name in (
+        "content_block_delta",
+        "content_block_start",
+        "content_block_stop",
+        "message_start",
+        "message_delta",
+        "message_stop",
+        "ping",
+        "error",
+    )
+}
+
+
+def _parse_fields(record: bytes) -> SSEEvent | None:
+    name: str | None = None
+    data: list[bytes] = []
+    for line in record.split(b"\n"):
+        if line.startswith(b"data"):
+            field, value = _field(line)
+            if field == b"data":
+                data.append(value)
+        elif line.startswith(b"event"):
+            field, value = _field(line)
+            if field == b"event":
+                name = value.decode("utf-8", "replace")
+    if not data:
+        return None
+    return name, data[0] if len(data) == 1 else b"\n".join(data)
+
+
+def _field(line: bytes) -> tuple[bytes, bytes]:
+    field, colon, value = line.partition(b":")
+    if not colon:
+        return field, b""
+    return field, value[1:] if value.startswith(b" ") else value

@@ -1,0 +1,219 @@
+"""The lean transport against the official SDKs: same recorded streams, same error responses,
+one local server; every observable result must be identical.
+
+The SDK path is the reference for auth, error wording and mapping; the lean path is what runs
+by default (``models/_lean.py``). For each case both transports make the same call and we compare
+what a caller sees — every streamed text delta, the final message, usage (cache counters
+included) and stop reason, or the ``ModelError``'s kind, status, retry-after and message — and
+what the server received: the request body byte for byte, the path, and the credential header.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from wire_server import AnthropicWire, OpenAIWire, Reply, WireServer
+
+from subagents.messages import Message, user_message
+from subagents.models._lean import Transport
+from subagents.models.anthropic import ANTHROPIC_API_VERSION, AnthropicModel
+from subagents.models.base import (
+    MessageDone,
+    ModelError,
+    ModelRequest,
+    RequestMetadata,
+    TextDelta,
+    ToolSchema,
+)
+from subagents.models.openai import OpenAIModel
+
+RECORDED = Path(__file__).resolve().parents[2] / "bench" / "recorded"
+TOOLS = [
+    ToolSchema(name="Read", description="Read a file ✓", input_schema={"type": "object"}),
+    ToolSchema(name="Grep", description="Search", input_schema={"type": "object"}),
+]
+HISTORY: list[Message] = [
+    user_message("read setup.cfg — ünïcode"),
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "hm", "signature": "sig"},
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a"}},
+        ],
+    },
+    user_message([{"type": "tool_result", "tool_use_id": "t1", "content": "x = 1"}]),
+]
+
+
+def request(**kwargs: Any) -> ModelRequest:
+    return ModelRequest(
+        model="",
+        system="You are a test agent.",
+        messages=HISTORY,
+        tools=TOOLS,
+        metadata=RequestMetadata(agent_id="a1", agent_type="test", prompt="p"),
+        **kwargs,
+    )
+
+
+def recorded(name: str) -> Reply:
+    return Reply(sse=(RECORDED / name).read_bytes())
+
+
+async def observe(model: AnthropicModel | OpenAIModel, call: ModelRequest) -> tuple[Any, ...]:
+    """What a caller sees of one call: the deltas and the final event, or the error."""
+    deltas: list[str] = []
+    try:
+        async for event in model.stream(call):
+            if isinstance(event, TextDelta):
+                deltas.append(event.text)
+            elif isinstance(event, MessageDone):
+                done = event
+    except ModelError as error:
+        return ("error", error.kind, error.status, error.retry_after, str(error), deltas)
+    finally:
+        await model.aclose()
+    return ("done", deltas, done.message, done.usage, done.stop_reason, done.model)
+
+
+async def both(server: WireServer, reply: Reply, build: Any, call: ModelRequest) -> list[Any]:
+    """Serve ``reply`` to each transport in turn; the two observations and requests."""
+    seen: list[Any] = []
+    for transport in ("sdk", "lean"):
+        server.queue(reply)
+        seen.append(await observe(build(transport), call))
+    return seen
+
+
+ANTHROPIC_ERRORS = [
+    Reply(
+        status=529,
+        body={"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    ),
+    Reply(
+        status=429,
+        headers={"retry-after": "7"},
+        body={"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+    ),
+    Reply(status=500, text=b"upstream connect error"),
+    Reply(
+        status=401, body={"type": "error", "error": {"type": "authentication_error", "message": ""}}
+    ),
+    Reply(status=404, body={"type": "error", "error": {"type": "not_found_error", "message": "m"}}),
+]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        *(recorded(n) for n in ("anthropic_text.sse", "anthropic_tool_use.sse")),
+        recorded("anthropic_thinking_tools.sse"),
+        *ANTHROPIC_ERRORS,
+    ],
+    ids=["text", "tool_use", "thinking_tools", "529", "429", "500-text", "401", "404"],
+)
+async def test_anthropic_transports_agree(wire_server: WireServer, reply: Reply) -> None:
+    def build(transport: Transport) -> AnthropicModel:
+        return AnthropicModel(
+            "claude-x", api_key="k-1", base_url=wire_server.url, transport=transport
+        )
+
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    sdk, lean = await both(wire_server, reply, build, request(thinking=thinking))
+
+    assert lean == sdk
+    sent_sdk, sent_lean = wire_server.requests
+    assert sent_lean.raw == sent_sdk.raw  # the same body, byte for byte
+    assert sent_lean.path == sent_sdk.path == "/v1/messages"
+    for header in ("authorization", "anthropic-version", "content-type", "accept"):
+        assert sent_lean.headers[header] == sent_sdk.headers[header], header
+
+
+async def test_anthropic_stream_error_events_agree(wire_server: WireServer) -> None:
+    def build(transport: Transport) -> AnthropicModel:
+        return AnthropicModel(
+            "claude-x", api_key="k", base_url=wire_server.url, transport=transport
+        )
+
+    reply = AnthropicWire(wire_server).stream_error("overloaded_error")
+    reply.headers = {"retry-after": "3"}
+    sdk, lean = await both(wire_server, reply, build, request())
+
+    assert lean == sdk
+    assert lean[1:4] == ("overloaded", None, 3.0)
+
+
+def test_the_pinned_api_version_is_the_sdks() -> None:
+    from anthropic._constants import ANTHROPIC_API_VERSION as SDK_VERSION
+
+    assert SDK_VERSION == ANTHROPIC_API_VERSION
+
+
+async def test_custom_headers_and_auth_token_are_sent_like_the_sdk(
+    wire_server: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "token-9")
+    monkeypatch.setenv("ANTHROPIC_CUSTOM_HEADERS", "X-Team: blue\nX-Trace:  abc ")
+
+    def build(transport: Transport) -> AnthropicModel:
+        return AnthropicModel("claude-x", base_url=wire_server.url, transport=transport)
+
+    sdk, lean = await both(wire_server, recorded("anthropic_text.sse"), build, request())
+
+    assert lean == sdk
+    sent_sdk, sent_lean = wire_server.requests
+    for header in ("authorization", "x-team", "x-trace"):
+        assert sent_lean.headers[header] == sent_sdk.headers[header], header
+    assert sent_lean.headers["authorization"] == "Bearer token-9"
+
+
+OPENAI_ERRORS = [
+    Reply(status=429, headers={"retry-after-ms": "250"}, body={"error": {"message": "rate"}}),
+    Reply(status=503, text=b"<html>unavailable</html>"),
+    Reply(status=400, body={"error": {"type": "invalid_request_error", "message": "bad"}}),
+    Reply(status=404, body={"error": {"message": "", "type": "invalid_request_error"}}),
+]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [recorded("openai_text.sse"), recorded("openai_tool_call.sse"), *OPENAI_ERRORS],
+    ids=["text", "tool_call", "429", "503-text", "400", "404"],
+)
+async def test_openai_transports_agree(
+    wire_server: WireServer, reply: Reply, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-1")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-1")
+
+    def build(transport: Transport) -> OpenAIModel:
+        url = wire_server.url + "/v1"
+        return OpenAIModel("gpt-x", api_key="k-2", base_url=url, transport=transport)
+
+    sdk, lean = await both(wire_server, reply, build, request())
+
+    assert lean == sdk
+    sent_sdk, sent_lean = wire_server.requests
+    assert sent_lean.raw == sent_sdk.raw
+    assert sent_lean.path == sent_sdk.path == "/v1/chat/completions"
+    for header in ("authorization", "openai-organization", "openai-project", "content-type"):
+        assert sent_lean.headers[header] == sent_sdk.headers[header], header
+
+
+async def test_openai_stream_error_chunks_agree(wire_server: WireServer) -> None:
+    def build(transport: Transport) -> OpenAIModel:
+        url = wire_server.url + "/v1"
+        return OpenAIModel("gpt-x", api_key="k", base_url=url, transport=transport)
+
+    reply = OpenAIWire(wire_server).reply(text="partial")
+    assert reply.events is not None
+    error = {"error": {"type": "server_error", "message": "boom", "code": None}}
+    reply.events = [reply.events[0], (None, error)]
+    sdk, lean = await both(wire_server, reply, build, request())
+
+    assert lean == sdk
+    assert lean[1] == "api_error"
