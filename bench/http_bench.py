@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench import WORKER, NoteTool, bare_fanout, bench_dir
+from replay_server import process_cpu_ns
 from subagents.agents.agent_tool import AgentTool
 from subagents.agents.definitions import load_definitions
 from subagents.config import RuntimeConfig
@@ -60,6 +61,10 @@ class ReplayProcess:
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         self.url = self.process.stdout.readline().strip()
+
+    def cpu_s(self) -> float:
+        """CPU the server has used so far."""
+        return (process_cpu_ns(self.process.pid) or 0) / 1e9
 
     def close(self) -> None:
         self.process.terminate()
@@ -106,6 +111,8 @@ class Row:
     run_us: list[float]
     wall_over_ideal: float | None
     wall_runs: list[float]
+    server_us_per_call: float
+    """CPU the replay server spent per call (its own process; not in ``cpu_us_per_call``)."""
 
     def line(self) -> str:
         spread = f"runs {min(self.run_us):.0f}-{max(self.run_us):.0f}"
@@ -118,6 +125,7 @@ class Row:
         return (
             f"{self.provider:9} {self.what:14} L={self.latency_ms:>2} ms  calls={self.model_calls}"
             f"  cpu/call={self.cpu_us_per_call:7.1f} µs ({spread}){ratio}"
+            f"  [server {self.server_us_per_call:.0f} µs/call]"
         )
 
 
@@ -127,8 +135,10 @@ def measure_runtime(
     server = ReplayProcess(n, k, latency_ms)
     ideal = (k + 2) * latency_ms / 1000
     per_run: list[tuple[int, float, float]] = []
+    server_s = 0.0
     try:
         for index in range(runs + 1):
+            server0 = server.cpu_s()
 
             async def one() -> tuple[int, float, float]:
                 model = make_model(provider, transport, server.url)
@@ -141,6 +151,7 @@ def measure_runtime(
             figures = asyncio.run(one())
             if index:
                 per_run.append(figures)
+                server_s += server.cpu_s() - server0
             else:
                 gc.freeze()  # after the warm-up, as the CLI does before its run
     finally:
@@ -156,6 +167,7 @@ def measure_runtime(
         run_us=[cpu / c * 1e6 for c, cpu, _ in per_run],
         wall_over_ideal=sum(walls) / len(walls) if walls else None,
         wall_runs=walls,
+        server_us_per_call=server_s / sum(c for c, _, _ in per_run) * 1e6,
     )
 
 
@@ -234,8 +246,10 @@ def measure_floor(
     server = ReplayProcess(n, k, latency_ms)
     calls = n * k + 2
     per_run: list[tuple[float, float]] = []
+    server_s = 0.0
     try:
         for index in range(runs + 1):
+            server0 = server.cpu_s()
 
             async def one() -> tuple[float, float]:
                 if what == "bare asyncio":
@@ -254,6 +268,7 @@ def measure_floor(
             figures = asyncio.run(one())
             if index:
                 per_run.append(figures)
+                server_s += server.cpu_s() - server0
     finally:
         server.close()
     ideal = (k + 2) * latency_ms / 1000
@@ -267,6 +282,7 @@ def measure_floor(
         run_us=[cpu / calls * 1e6 for cpu, _ in per_run],
         wall_over_ideal=sum(walls) / len(walls) if walls else None,
         wall_runs=walls,
+        server_us_per_call=server_s / (calls * runs) * 1e6,
     )
 
 

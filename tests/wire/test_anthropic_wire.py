@@ -390,6 +390,22 @@ async def test_abort_closes_the_stream(
     assert seen[0] == "first words "
 
 
+async def test_a_silent_server_times_out_as_a_connection_error(
+    wire_server: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("API_TIMEOUT_MS", "300")
+    wire = AnthropicWire(wire_server)
+    wire_server.queue(wire.text("first words then silence", stall=True))
+    model = wire.model()
+
+    with pytest.raises(ModelError, match=r"no data from the server for 0.3 s") as caught:
+        await asyncio.wait_for(complete(model, make_request()), timeout=10)
+
+    assert caught.value.kind == "connection" and caught.value.retryable
+    await asyncio.wait_for(wire_server.client_hung_up.wait(), timeout=10)
+    await model.aclose()
+
+
 def test_importing_the_providers_does_not_import_the_sdks() -> None:
     code = (
         "import sys, subagents, subagents.models.anthropic, subagents.models.openai\n"

@@ -95,7 +95,6 @@ class _Connection(asyncio.Protocol):
         self.idle_since = 0.0
         self.last_read = 0.0
         self._waiter: asyncio.Future[None] | None = None
-        self._watchdog: asyncio.TimerHandle | None = None
         self._timed_out = False
         self.limit_s = READ_TIMEOUT_S
 
@@ -134,30 +133,12 @@ class _Connection(asyncio.Protocol):
         if self._timed_out:
             raise HTTPTransportError(f"no data from the server for {self.limit_s:g} s")
 
-    def arm(self, loop: asyncio.AbstractEventLoop, limit_s: float) -> None:
-        """Start the read timeout of one exchange: one timer per request, not per read (a
-        timer per wait was a measurable share of a call's CPU); it re-arms itself for the
-        remaining time while bytes keep arriving."""
-        self.last_read = time.monotonic()
-        self.limit_s = limit_s
-        self._watchdog = loop.call_later(limit_s, self._check, loop)
-
-    def disarm(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-
-    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
-        silent = time.monotonic() - self.last_read
-        if silent < self.limit_s:
-            self._watchdog = loop.call_later(self.limit_s - silent, self._check, loop)
-            return
-        self._watchdog = None
+    def time_out(self) -> None:
+        """The read timeout passed (``HTTPClient._sweep``): the waiting reader raises."""
         self._timed_out = True
         self.close()
 
     def close(self) -> None:
-        self.disarm()
         if self.transport is not None and not self.closed:
             self.closed = True
             self.transport.abort()
@@ -206,6 +187,7 @@ class Response:
         """Drop the connection unless the body was read to its end."""
         if not self._done:
             self._done = True
+            self._client._active.discard(self._connection)
             self._connection.close()
 
     async def _more(self) -> None:
@@ -254,6 +236,9 @@ class HTTPClient:
 
     read_timeout_s: float = READ_TIMEOUT_S
     _idle: dict[Origin, list[_Connection]] = field(default_factory=dict)
+    _active: set[_Connection] = field(default_factory=set)
+    """Connections with a request in flight: the read-timeout sweep looks at these."""
+    _sweeper: asyncio.TimerHandle | None = None
     _ssl: ssl.SSLContext | None = None
 
     async def post(self, origin: Origin, path: str, headers: bytes, body: bytes) -> Response:
@@ -266,7 +251,7 @@ class HTTPClient:
             f"Content-Length: {len(body)}\r\n"
         ).encode()
         assert connection.transport is not None
-        connection.arm(loop, self.read_timeout_s)
+        self._watch(loop, connection)
         connection.transport.write(head + headers + b"\r\n" + body)
         try:
             status, response_headers = await _read_head(connection, loop)
@@ -283,6 +268,9 @@ class HTTPClient:
         )
 
     async def aclose(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for connections in self._idle.values():
             for connection in connections:
                 connection.close()
@@ -300,13 +288,34 @@ class HTTPClient:
         return None
 
     def _release(self, origin: Origin, connection: _Connection, *, reuse: bool) -> None:
-        connection.disarm()
+        self._active.discard(connection)
         idle = self._idle.setdefault(origin, [])
         if not reuse or connection.eof or connection.buffer or len(idle) >= MAX_IDLE_PER_ORIGIN:
             connection.close()
             return
         connection.idle_since = time.monotonic()
         idle.append(connection)
+
+    def _watch(self, loop: asyncio.AbstractEventLoop, connection: _Connection) -> None:
+        """Put ``connection`` under the read timeout. One sweep timer per client checks every
+        connection in flight, instead of a timer per request or per read (either was a
+        measurable share of a call's CPU); a timeout therefore fires between 1 and 1.25 times
+        ``read_timeout_s`` of silence."""
+        connection.last_read = time.monotonic()
+        connection.limit_s = self.read_timeout_s
+        self._active.add(connection)
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(self.read_timeout_s / 4, self._sweep, loop)
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._sweeper = None
+        now = time.monotonic()
+        for connection in list(self._active):
+            if now - connection.last_read >= self.read_timeout_s:
+                self._active.discard(connection)
+                connection.time_out()
+        if self._active:
+            self._sweeper = loop.call_later(self.read_timeout_s / 4, self._sweep, loop)
 
     async def _connect(self, loop: asyncio.AbstractEventLoop, origin: Origin) -> _Connection:
         context = self._ssl_context() if origin.scheme == "https" else None

@@ -23,7 +23,13 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from subagents.abort import AbortSignal
-from subagents.models._http import HTTPClient, HTTPTransportError, Origin, lean_transport_allowed
+from subagents.models._http import (
+    READ_TIMEOUT_S,
+    HTTPClient,
+    HTTPTransportError,
+    Origin,
+    lean_transport_allowed,
+)
 from subagents.models._sdk_support import abort_scope, clip, status_error, stream_error_kind
 from subagents.models._sse import SSEDecoder
 from subagents.models.base import MessageDone, ModelError, StreamEvent, TextDelta
@@ -66,6 +72,21 @@ def header_lines(headers: dict[str, str]) -> bytes:
     return "".join(f"{name}: {value}\r\n" for name, value in headers.items()).encode("latin-1")
 
 
+def read_timeout_s() -> float:
+    """``API_TIMEOUT_MS`` (as Claude Code reads it), else the SDKs' 600 s: the longest silence
+    tolerated inside one response."""
+    raw = os.environ.get("API_TIMEOUT_MS", "").strip()
+    if not raw:
+        return READ_TIMEOUT_S
+    try:
+        value = float(raw) / 1000
+    except ValueError:
+        raise ValueError(f"API_TIMEOUT_MS={raw!r}: expected milliseconds") from None
+    if value <= 0:
+        raise ValueError(f"API_TIMEOUT_MS={raw!r}: expected a positive number of milliseconds")
+    return value
+
+
 @dataclass(kw_only=True)
 class LeanEndpoint:
     """Where one provider's requests go: origin, path, ready header bytes, a shared pool."""
@@ -73,7 +94,7 @@ class LeanEndpoint:
     origin: Origin
     path: str
     headers: bytes
-    client: HTTPClient = field(default_factory=HTTPClient)
+    client: HTTPClient = field(default_factory=lambda: HTTPClient(read_timeout_s=read_timeout_s()))
 
     async def aclose(self) -> None:
         await self.client.aclose()
