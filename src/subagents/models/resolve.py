@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from subagents.models.base import Model
-from subagents.models.scripted import ScriptedModel
 
 ProviderFactory = Callable[[str, bool], Model]
 """``factory(rest_of_spec, keep_requests)``: ``rest_of_spec`` is what follows ``PROVIDER:``."""
@@ -47,6 +46,8 @@ class ModelFamily(Protocol):
 
 
 def _scripted(rest: str, keep_requests: bool) -> Model:
+    from subagents.models.scripted import ScriptedModel
+
     if not rest:
         raise ValueError("model spec 'scripted:' needs a script path, as in 'scripted:script.json'")
     return ScriptedModel.from_file(Path(rest), keep_requests=keep_requests, name=f"scripted:{rest}")
@@ -151,7 +152,7 @@ def resolve_alias(
     """
     if alias is None or alias.strip().lower() in INHERIT:
         return provider_model
-    if isinstance(provider_model, ScriptedModel) or not isinstance(provider_model, ModelFamily):
+    if not isinstance(provider_model, ModelFamily):
         return provider_model
     table = configured_aliases() if aliases is None else aliases
     key = alias.strip().lower()

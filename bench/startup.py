@@ -1,0 +1,197 @@
+"""Start-up of ``subagents -p``: CPU from process start to the first model request.
+
+Two paths, each a one-turn answer in a fresh project folder:
+
+* ``anthropic`` — ``ANTHROPIC_API_KEY`` set and ``ANTHROPIC_BASE_URL`` pointing at the replay
+  server (``replay_server.py``, run here on a thread). When the request's head arrives the server
+  reads the child's CPU (user + system, all threads, ``/proc/PID/task/*/schedstat``, ns): that
+  is the figure — measured by the other end of the socket, so nothing in the child is changed.
+* ``scripted`` — ``--model scripted:FILE``. There is no socket, so the child is the ``subagents``
+  entry point run under a two-line wrapper that notes ``time.process_time()`` when the scripted
+  model is first asked (importing the scripted module first changes nothing in the total).
+
+Beside them: the whole run's CPU (``wait4`` rusage, exit included) and wall time, and the floors
+— the interpreter alone (``python -c pass``) and the interpreter with what any asyncio HTTP
+client imports (``asyncio``, ``ssl``, ``json``). Reported: mean and range over ``--runs``.
+
+Bytecode: the children run with ``PYTHONPYCACHEPREFIX`` in the bench folder and without
+``PYTHONDONTWRITEBYTECODE``, so after the warm-up run every module loads from cached bytecode,
+as from an installed package (pip compiles at install). This workspace sets
+``PYTHONDONTWRITEBYTECODE=1``, under which every run recompiles every module first; the
+``no bytecode`` row shows that cost.
+
+Run: ``python bench/startup.py [--runs 10] [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench import bench_dir
+from replay_server import FanoutScenario, ReplayServer
+
+SCRIPT = {"agents": [{"turns": [{"text": "hello"}]}]}
+WRAPPER = (
+    "import sys, time\n"
+    "NOTE = sys.argv.pop(1)\n"
+    "from subagents.models.scripted import ScriptedModel\n"
+    "_respond = ScriptedModel.respond\n"
+    "async def respond(self, request):\n"
+    "    if not getattr(ScriptedModel, '_noted', False):\n"
+    "        ScriptedModel._noted = True\n"
+    "        open(NOTE, 'w').write(repr(time.process_time()))\n"
+    "    return await _respond(self, request)\n"
+    "ScriptedModel.respond = respond\n"
+    "from subagents.cli.main import main\n"
+    "sys.exit(main())\n"
+)
+
+
+@dataclass
+class Figures:
+    path: str
+    to_first_request_ms: list[float]
+    run_cpu_ms: list[float]
+    wall_ms: list[float]
+
+    def line(self) -> str:
+        def show(values: list[float]) -> str:
+            if not values:
+                return "      -"
+            return f"{statistics.mean(values):6.0f} ({min(values):.0f}-{max(values):.0f})"
+
+        return (
+            f"{self.path:28} CPU to first request {show(self.to_first_request_ms)} ms   "
+            f"whole run CPU {show(self.run_cpu_ms)} ms   wall {show(self.wall_ms)} ms"
+        )
+
+
+class ServerThread:
+    """The replay server on its own thread and loop, answering every request with text."""
+
+    def __init__(self) -> None:
+        self.server = ReplayServer(scenario=FanoutScenario(n=0, k=1))
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(started,), daemon=True)
+        self.thread.start()
+        started.wait(10)
+
+    def _run(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self.server.start())
+        started.set()
+        self.loop.run_forever()
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a measured child: bytecode cached (module docstring)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.pop("SUBAGENTS_MODEL", None)
+    env["PYTHONPYCACHEPREFIX"] = str(bench_dir() / "pycache")
+    return {**env, **extra}
+
+
+def run_child(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """(whole-run CPU ms, wall ms) of one child, from its rusage."""
+    wall0 = time.perf_counter()
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(process.pid, 0)
+    wall = (time.perf_counter() - wall0) * 1000
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise RuntimeError(f"{command[:3]} exited with {process.returncode}")
+    return (usage.ru_utime + usage.ru_stime) * 1000, wall
+
+
+def measure_anthropic(server: ServerThread, runs: int, folder: Path) -> Figures:
+    env = child_env(ANTHROPIC_API_KEY="bench", ANTHROPIC_BASE_URL=server.server.url)
+    figures = Figures("subagents -p (anthropic)", [], [], [])
+    for index in range(runs + 1):
+        before = len(server.server.arrivals)
+        wall0 = time.perf_counter()
+        process = subprocess.Popen(
+            [_entry(), "-p", "hi", "--cwd", str(folder)], env=env, stdout=subprocess.DEVNULL
+        )
+        server.server.watch(process.pid)
+        _pid, status, usage = os.wait4(process.pid, 0)
+        wall = (time.perf_counter() - wall0) * 1000
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError("subagents -p exited with an error")
+        first = server.server.arrivals[before]
+        if index and first.client_cpu_ns is not None:
+            figures.to_first_request_ms.append(first.client_cpu_ns / 1e6)
+            figures.run_cpu_ms.append((usage.ru_utime + usage.ru_stime) * 1000)
+            figures.wall_ms.append(wall)
+    return figures
+
+
+def measure_scripted(runs: int, folder: Path, *, bytecode: bool = True) -> Figures:
+    script = folder / "one-turn.json"
+    script.write_text(json.dumps(SCRIPT))
+    label = "subagents -p (scripted)" if bytecode else "  same, no bytecode cache"
+    env = child_env() if bytecode else {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    figures = Figures(label, [], [], [])
+    for index in range(runs + 1):
+        note = folder / "first-request-cpu"
+        command = [sys.executable, "-c", WRAPPER, str(note), "-p", "hi"]
+        command += ["--model", f"scripted:{script}", "--cwd", str(folder)]
+        cpu, wall = run_child(command, env, folder)
+        if index:
+            figures.to_first_request_ms.append(float(note.read_text()) * 1000)
+            figures.run_cpu_ms.append(cpu)
+            figures.wall_ms.append(wall)
+    return figures
+
+
+def measure_floor(label: str, code: str, runs: int, folder: Path) -> Figures:
+    figures = Figures(label, [], [], [])
+    for index in range(runs + 1):
+        cpu, wall = run_child([sys.executable, "-c", code], child_env(), folder)
+        if index:
+            figures.run_cpu_ms.append(cpu)
+            figures.wall_ms.append(wall)
+    return figures
+
+
+def _entry() -> str:
+    """The installed ``subagents`` console script beside this interpreter."""
+    return str(Path(sys.executable).with_name("subagents"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    server = ServerThread()
+    with tempfile.TemporaryDirectory(prefix="startup-") as tmp:
+        folder = Path(tmp)
+        os.environ["SUBAGENTS_HOME"] = str(folder / "home")
+        rows = [
+            measure_scripted(args.runs, folder),
+            measure_scripted(args.runs, folder, bytecode=False),
+            measure_anthropic(server, args.runs, folder),
+            measure_floor("floor: python -c pass", "pass", args.runs, folder),
+            measure_floor(
+                "floor: + asyncio, ssl, json", "import asyncio, ssl, json", args.runs, folder
+            ),
+        ]
+    for row in rows:
+        print(json.dumps(asdict(row)) if args.json else row.line(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""What ``subagents -p`` imports on its way to the first model request (issue 20, start-up).
+
+Start-up CPU is measured in ``bench/startup.py``, never here; these tests pin its cause: the
+modules a one-turn run loads. ``import anthropic`` alone costs over a second of CPU, the HTTP
+stack the SDKs share a tenth of one, and the other providers' and optional parts' modules are
+not needed either — so a run on the Anthropic path (lean transport, a real local server) and a
+run on the scripted path must load none of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from wire_server import AnthropicWire, WireServer
+
+WRAPPER = (
+    "import atexit, json, sys\n"
+    "out = sys.argv.pop(1)\n"
+    "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(sys.modules))))\n"
+    "from subagents.cli.main import main\n"
+    "sys.exit(main())\n"
+)
+NEVER = {
+    "anthropic",
+    "openai",
+    "httpx2",
+    "httpx",
+    "httpcore2",
+    "h11",
+    "anyio",
+    "xllamacpp",
+    "subagents.models.local",
+    "subagents.models.local_install",
+}
+"""Not loaded by a one-turn ``-p`` run on the Anthropic or the scripted path."""
+
+
+async def run_cli(tmp_path: Path, *args: str, env: dict[str, str]) -> set[str]:
+    """Run ``subagents`` under the wrapper; the modules loaded by the time it exited."""
+    out = tmp_path / "modules.json"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", WRAPPER, str(out), *args, "--cwd", str(tmp_path),
+        env={**os.environ, "SUBAGENTS_HOME": str(tmp_path / "home"), **env},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 0, stderr.decode()
+    assert stdout.decode().strip() == "the answer"
+    return set(json.loads(out.read_text()))
+
+
+async def test_an_anthropic_run_loads_no_sdk_and_no_other_provider(
+    wire_server: WireServer, tmp_path: Path
+) -> None:
+    wire_server.queue(AnthropicWire(wire_server).text("the answer"))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": wire_server.url, "SUBAGENTS_MODEL": ""}
+
+    loaded = await run_cli(tmp_path, "-p", "hi", env=env)
+
+    assert len(wire_server.requests) == 1  # the run really went over HTTP
+    assert loaded & NEVER == set()
+    assert "subagents.models.scripted" not in loaded
+    assert "subagents.models.anthropic" in loaded
+
+
+async def test_a_scripted_run_loads_no_http_provider(tmp_path: Path) -> None:
+    script = tmp_path / "one.json"
+    script.write_text(json.dumps({"agents": [{"turns": [{"text": "the answer"}]}]}))
+
+    loaded = await run_cli(tmp_path, "-p", "hi", "--model", f"scripted:{script}", env={})
+
+    assert loaded & NEVER == set()
+    http_providers = {"subagents.models.anthropic", "subagents.models.openai"}
+    assert loaded & {*http_providers, "subagents.models._http"} == set()
