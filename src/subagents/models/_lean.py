@@ -16,7 +16,7 @@ one this path can send (the SDKs' credential profiles and token exchange).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -30,9 +30,24 @@ from subagents.models._http import (
     Origin,
     lean_transport_allowed,
 )
-from subagents.models._sdk_support import abort_scope, clip, status_error, stream_error_kind
+from subagents.models._sdk_support import (
+    Assembler,
+    abort_scope,
+    clip,
+    load_sdk,
+    relay,
+    status_error,
+    stream_error_kind,
+)
 from subagents.models._sse import SSEDecoder
-from subagents.models.base import MessageDone, ModelError, StreamEvent, TextDelta
+from subagents.models.base import (
+    MessageDone,
+    ModelError,
+    ModelRequest,
+    StreamEvent,
+    TextDelta,
+    drain,
+)
 
 Transport = Literal["lean", "sdk"]
 USER_AGENT = "subagents/0.1 (lean HTTP)"
@@ -49,12 +64,11 @@ class StreamErrorEvent(Exception):
         self.with_status = with_status
 
 
-class WireAssembler(Protocol):
-    """Builds one assistant message from a stream's decoded SSE records."""
+class WireAssembler(Assembler, Protocol):
+    """Builds one assistant message from a stream's events: SDK objects' dicts (``feed``) or
+    decoded SSE records (``feed_sse``)."""
 
     def feed_sse(self, name: str | None, data: bytes, /) -> str | None: ...
-
-    def done(self, model: str, label: str) -> MessageDone: ...
 
 
 def choose_transport(*, has_client: bool, has_static_credential: bool, base_url: str) -> Transport:
@@ -187,3 +201,75 @@ def parse_error_body(raw: bytes) -> tuple[str, object]:
         return text, orjson.loads(text)
     except orjson.JSONDecodeError:
         return text, None
+
+
+class HTTPProvider:
+    """What both HTTP providers share: one of two transports behind ``stream`` and ``respond``.
+
+    A subclass sets ``name``, ``label``, ``client`` (an SDK client or None) and ``_endpoint``
+    (the lean endpoint or None) in its constructor, and says how to build a request body, an
+    assembler, an error text and the SDK call."""
+
+    name: str
+    label: str
+    client: Any
+    _endpoint: LeanEndpoint | None
+    sdk_module: str
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def assembler(self) -> WireAssembler:
+        raise NotImplementedError
+
+    def status_message(self, status: int, raw: bytes) -> tuple[str, object]:
+        raise NotImplementedError
+
+    def sdk_create(self, params: dict[str, Any]) -> Awaitable[Any]:
+        raise NotImplementedError
+
+    @property
+    def transport(self) -> Transport:
+        return "lean" if self._endpoint is not None else "sdk"
+
+    async def aclose(self) -> None:
+        """Close the client's connections (shared with siblings from ``with_model_id``)."""
+        if self._endpoint is not None:
+            await self._endpoint.aclose()
+        else:
+            await self.client.close()
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        lean = self._lean_call(request)
+        if lean is not None:
+            return lean.stream()
+        params = self.body(request)
+        return relay(
+            lambda: self.sdk_create(params),
+            self.assembler(),
+            model=self.name,
+            label=self.label,
+            sdk=load_sdk(self.sdk_module, self.sdk_module),
+            abort=request.abort,
+        )
+
+    async def respond(self, request: ModelRequest) -> MessageDone:
+        """``stream`` drained (``complete`` calls it): on the lean transport, without an event
+        per text delta."""
+        lean = self._lean_call(request)
+        if lean is not None:
+            return await lean.respond()
+        return await drain(self.stream(request), self.name)
+
+    def _lean_call(self, request: ModelRequest) -> LeanCall | None:
+        if self._endpoint is None:
+            return None
+        return LeanCall(
+            endpoint=self._endpoint,
+            body=self.body(request),
+            assembler=self.assembler(),
+            model=self.name,
+            label=self.label,
+            status_message=self.status_message,
+            abort=request.abort,
+        )

@@ -23,7 +23,7 @@ retries and backoff, and needs every error raw (``_sdk_support`` maps them to ki
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -33,7 +33,7 @@ from subagents.messages import ContentBlock, Message, Usage
 from subagents.models._http import Origin
 from subagents.models._lean import (
     USER_AGENT,
-    LeanCall,
+    HTTPProvider,
     LeanEndpoint,
     StreamErrorEvent,
     Transport,
@@ -46,16 +46,15 @@ from subagents.models._sdk_support import (
     EPHEMERAL,
     load_sdk,
     parse_tool_arguments,
-    relay,
 )
-from subagents.models.base import MessageDone, ModelError, ModelRequest, StreamEvent, drain
+from subagents.models.base import MessageDone, ModelError, ModelRequest
 
 ANTHROPIC_API_VERSION = "2026-10-21"
 """The ``anthropic-version`` header; pinned to the SDK's own (a wire test compares them)."""
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 
-class AnthropicModel:
+class AnthropicModel(HTTPProvider):
     """A Claude model behind the Messages API. ``client`` may be any ``AsyncAnthropic``.
 
     Requests go over the lean transport (``_lean``) unless ``client`` is given or the SDK is
@@ -65,6 +64,7 @@ class AnthropicModel:
     """
 
     provider = "anthropic"
+    sdk_module = "anthropic"
 
     def __init__(
         self,
@@ -93,55 +93,22 @@ class AnthropicModel:
                 sdk = load_sdk("anthropic", "anthropic")
                 self.client = sdk.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0)
 
-    @property
-    def transport(self) -> Transport:
-        return "lean" if self._endpoint is not None else "sdk"
-
     def with_model_id(self, model_id: str) -> AnthropicModel:
         """A sibling for another Claude model, sharing this one's client (and its connections)."""
         return AnthropicModel(model_id, client=self.client, _endpoint=self._endpoint)
 
-    async def aclose(self) -> None:
-        """Close the client's connections (shared with siblings from ``with_model_id``)."""
-        if self._endpoint is not None:
-            await self._endpoint.aclose()
-        else:
-            await self.client.close()
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        return build_params(request, self.name)
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        lean = self._lean_call(request)
-        if lean is not None:
-            return lean.stream()
-        params = build_params(request, self.name)
-        return relay(
-            lambda: self.client.messages.create(**params),
-            StreamAssembler(),
-            model=self.name,
-            label=self.label,
-            sdk=load_sdk("anthropic", "anthropic"),
-            abort=request.abort,
-        )
+    def assembler(self) -> StreamAssembler:
+        return StreamAssembler()
 
-    async def respond(self, request: ModelRequest) -> MessageDone:
-        """``stream`` drained (``complete`` calls it): on the lean transport, without an event
-        per text delta."""
-        lean = self._lean_call(request)
-        if lean is not None:
-            return await lean.respond()
-        return await drain(self.stream(request), self.name)
+    def status_message(self, status: int, raw: bytes) -> tuple[str, object]:
+        return status_message(status, raw)
 
-    def _lean_call(self, request: ModelRequest) -> LeanCall | None:
-        if self._endpoint is None:
-            return None
-        return LeanCall(
-            endpoint=self._endpoint,
-            body=build_params(request, self.name),
-            assembler=StreamAssembler(),
-            model=self.name,
-            label=self.label,
-            status_message=status_message,
-            abort=request.abort,
-        )
+    def sdk_create(self, params: dict[str, Any]) -> Awaitable[Any]:
+        result: Awaitable[Any] = self.client.messages.create(**params)
+        return result
 
 
 def _lean_endpoint(base_url: str, credential: str) -> LeanEndpoint:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,7 @@ from subagents.messages import ContentBlock, Message, Usage, blocks_of, tool_res
 from subagents.models._http import Origin
 from subagents.models._lean import (
     USER_AGENT,
-    LeanCall,
+    HTTPProvider,
     LeanEndpoint,
     StreamErrorEvent,
     Transport,
@@ -47,9 +47,8 @@ from subagents.models._lean import (
 from subagents.models._sdk_support import (
     load_sdk,
     parse_tool_arguments,
-    relay,
 )
-from subagents.models.base import MessageDone, ModelError, ModelRequest, StreamEvent, drain
+from subagents.models.base import MessageDone, ModelError, ModelRequest
 
 KEYLESS_PLACEHOLDER = "not-needed"
 """API key sent when none is configured: local servers ignore it, the SDK insists on one."""
@@ -65,7 +64,7 @@ _STOP_REASONS = {
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class OpenAIModel:
+class OpenAIModel(HTTPProvider):
     """A chat-completions model. ``client`` may be any ``AsyncOpenAI``.
 
     ``max_tokens_param`` names the output cap: ``max_tokens`` is what every compatible server
@@ -77,6 +76,7 @@ class OpenAIModel:
     """
 
     provider = "openai"
+    sdk_module = "openai"
 
     def __init__(
         self,
@@ -106,10 +106,6 @@ class OpenAIModel:
                 sdk = load_sdk("openai", "openai")
                 self.client = sdk.AsyncOpenAI(api_key=key, base_url=url, max_retries=0)
 
-    @property
-    def transport(self) -> Transport:
-        return "lean" if self._endpoint is not None else "sdk"
-
     def with_model_id(self, model_id: str) -> OpenAIModel:
         """A sibling for another model on the same server, sharing this one's client."""
         return OpenAIModel(
@@ -119,47 +115,18 @@ class OpenAIModel:
             _endpoint=self._endpoint,
         )
 
-    async def aclose(self) -> None:
-        """Close the client's connections (shared with siblings from ``with_model_id``)."""
-        if self._endpoint is not None:
-            await self._endpoint.aclose()
-        else:
-            await self.client.close()
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        return self.build_params(request)
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        lean = self._lean_call(request)
-        if lean is not None:
-            return lean.stream()
-        params = self.build_params(request)
-        return relay(
-            lambda: self.client.chat.completions.create(**params),
-            ChunkAssembler(),
-            model=self.name,
-            label=self.label,
-            sdk=load_sdk("openai", "openai"),
-            abort=request.abort,
-        )
+    def assembler(self) -> ChunkAssembler:
+        return ChunkAssembler()
 
-    async def respond(self, request: ModelRequest) -> MessageDone:
-        """``stream`` drained (``complete`` calls it): on the lean transport, without an event
-        per text delta."""
-        lean = self._lean_call(request)
-        if lean is not None:
-            return await lean.respond()
-        return await drain(self.stream(request), self.name)
+    def status_message(self, status: int, raw: bytes) -> tuple[str, object]:
+        return status_message(status, raw)
 
-    def _lean_call(self, request: ModelRequest) -> LeanCall | None:
-        if self._endpoint is None:
-            return None
-        return LeanCall(
-            endpoint=self._endpoint,
-            body=self.build_params(request),
-            assembler=ChunkAssembler(),
-            model=self.name,
-            label=self.label,
-            status_message=status_message,
-            abort=request.abort,
-        )
+    def sdk_create(self, params: dict[str, Any]) -> Awaitable[Any]:
+        result: Awaitable[Any] = self.client.chat.completions.create(**params)
+        return result
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         """The request body, in the order the SDK writes it to the wire."""

@@ -1,0 +1,138 @@
+"""Every benchmark figure in one table, each beside its floor and its target.
+
+Runs each bench in its own interpreter (``bench.py``, ``http_bench.py``, ``startup.py``,
+``scale.py``) with ``--json`` and prints one Markdown table: the figure as the mean with the
+range over the measured runs, the floor measured in the same run (bare asyncio, a raw HTTP
+client doing the same requests, the bare interpreter), and the target of the issue that set it.
+State goes to ``SUBAGENTS_BENCH_DIR`` (default ``bench/.work``, an ordinary disk); the README
+figures use ``/dev/shm/sb`` for the tmpfs rows.
+
+Run: ``python bench/table.py`` (about five minutes on this project's 2-core machine) or
+``python bench/table.py --runs 2`` for a quicker, noisier table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def run(script: str, *args: str) -> list[dict[str, Any]]:
+    """The JSON lines a bench script prints."""
+    command = [sys.executable, str(HERE / script), *args]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{script} failed:\n{done.stderr[-2000:]}")
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def spread(values: list[float], unit: str = "", digits: int = 0) -> str:
+    if not values:
+        return "-"
+    return f"{min(values):.{digits}f}-{max(values):.{digits}f}{unit}"
+
+
+def scripted_rows(runs: int) -> Iterator[list[str]]:
+    for workload, latency in (("fanout", 0), ("fanout-wide", 0), ("fanout-wide", 20)):
+        (row,) = run(
+            "bench.py", "--workload", workload, "--latency", str(latency), "--runs", str(runs),
+            "--json",
+        )  # fmt: skip
+        ratio = f"; wall/ideal {row['wall_over_ideal']:.2f}" if latency else ""
+        yield [
+            f"scripted {workload} 50 x 10, L = {latency} ms: CPU / model call",
+            f"**{row['cpu_us_per_call']:.0f} µs** (runs {spread(row['run_us'])}){ratio}",
+            f"bare asyncio {row['baseline_cpu_s'] / row['model_calls'] * 1e6:.0f} µs",
+            "≤ 50 µs (L = 0)" if latency == 0 else "wall ≤ 1.15 x ideal",
+        ]
+
+
+def http_rows(runs: int) -> Iterator[list[str]]:
+    rows = run("http_bench.py", "--runs", str(runs), "--json")
+    floors = {(r["provider"], r["what"], r["latency_ms"]): r for r in rows}
+    for row in rows:
+        if row["what"] not in ("lean", "sdk"):
+            continue
+        key = (row["provider"], row["latency_ms"])
+        raw_httpx = floors[(*key[:1], "raw httpx", key[1])]
+        raw_lean = floors[(*key[:1], "raw lean HTTP", key[1])]
+        bare = floors[(*key[:1], "bare asyncio", key[1])]
+        name = f"{row['provider']} over HTTP ({row['what']}), fan-out 50 x 10 caps 50"
+        yield [
+            f"{name}, L = {row['latency_ms']} ms: CPU / model call",
+            f"**{row['cpu_us_per_call']:.0f} µs** (runs {spread(row['run_us'])})",
+            f"raw httpx {raw_httpx['cpu_us_per_call']:.0f} µs; raw lean HTTP "
+            f"{raw_lean['cpu_us_per_call']:.0f} µs; bare asyncio {bare['cpu_us_per_call']:.0f} µs",
+            "≤ 300 µs",
+        ]
+        if row["wall_over_ideal"] is not None:
+            yield [
+                f"{name}, L = {row['latency_ms']} ms: wall / ideal",
+                f"**{row['wall_over_ideal']:.2f}** (runs {spread(row['wall_runs'], digits=2)})",
+                f"raw lean HTTP {raw_lean['wall_over_ideal']:.2f}; bare asyncio "
+                f"{bare['wall_over_ideal']:.2f}",
+                "≤ 1.15",
+            ]
+
+
+def startup_rows(runs: int) -> Iterator[list[str]]:
+    rows = run("startup.py", "--runs", str(max(runs, 5)), "--json")
+    floors = [r for r in rows if r["path"].startswith("floor")]
+    floor = "; ".join(
+        f"{r['path'][7:]} {sum(r['run_cpu_ms']) / len(r['run_cpu_ms']):.0f} ms" for r in floors
+    )
+    for row in rows:
+        if row["path"].startswith("floor"):
+            continue
+        first = row["to_first_request_ms"]
+        whole = row["run_cpu_ms"]
+        yield [
+            f"start-up {row['path'].strip()}: CPU to first model request",
+            f"**{sum(first) / len(first):.0f} ms** (runs {spread(first)}); whole run "
+            f"{sum(whole) / len(whole):.0f} ms",
+            floor,
+            "≤ 300 ms",
+        ]
+
+
+def swarm_rows() -> Iterator[list[str]]:
+    (row,) = run("scale.py", "swarm")
+    yield [
+        "swarm, 1,000 background children x 5 calls, L = 50 ms",
+        f"**{row['calls_per_cpu_second']:,} calls / CPU-s**; "
+        f"{row['rss_kb_per_idle_child']:.0f} KB RSS per idle child",
+        "-",
+        "≥ 20,000 calls / CPU-s; ≤ 30 KB",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="measured runs per figure")
+    parser.add_argument("--skip", action="append", default=[], help="scripted|http|startup|swarm")
+    args = parser.parse_args(argv)
+    print("| figure | measured (mean, range over runs) | floor, same run | target |")
+    print("|---|---|---|---|")
+    sections = {
+        "scripted": lambda: scripted_rows(args.runs),
+        "http": lambda: http_rows(args.runs),
+        "startup": lambda: startup_rows(args.runs),
+        "swarm": swarm_rows,
+    }
+    for name, rows in sections.items():
+        if name in args.skip:
+            continue
+        for cells in rows():
+            print("| " + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
