@@ -217,6 +217,23 @@ async def test_a_fork_request_repeats_the_parents_cached_prefix_byte_for_byte(
     assert fork["messages"][-1]["content"][-1]["cache_control"] == EPHEMERAL
 
 
+async def test_calls_reuse_one_keep_alive_connection(
+    anthropic_wire: AnthropicWire, wire_server: WireServer
+) -> None:
+    wire_server.queue(*(anthropic_wire.text(f"answer {i}") for i in range(3)))
+    wire_server.queue(anthropic_wire.error(529, "overloaded_error"), anthropic_wire.text("last"))
+    model = anthropic_wire.model()
+
+    for _ in range(3):
+        await complete(model, make_request())
+    with pytest.raises(ModelError):
+        await complete(model, make_request())  # an error response keeps the connection too
+    done = await complete(model, make_request())
+
+    assert done.message["content"] == [{"type": "text", "text": "last"}]
+    assert len(wire_server.requests) == 5 and wire_server.connections == 1
+
+
 # --- errors, retries, fallback ----------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,9 @@ class WireServer:
         self.replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self.client_hung_up = asyncio.Event()
+        self._scheme = "http"
+        self.connections = 0
+        """Connections accepted so far (keep-alive reuse shows as fewer than requests)."""
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._handlers: set[asyncio.Task[None]] = set()
@@ -61,10 +65,13 @@ class WireServer:
     def url(self) -> str:
         assert self._server is not None
         host, port = self._server.sockets[0].getsockname()[:2]
-        return f"http://{host}:{port}"
+        if self._scheme == "https":  # the test certificate names localhost
+            host = "localhost"
+        return f"{self._scheme}://{host}:{port}"
 
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def start(self, *, tls: ssl.SSLContext | None = None) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls)
+        self._scheme = "https" if tls is not None else "http"
 
     async def close(self) -> None:
         if self._server is not None:
@@ -81,6 +88,7 @@ class WireServer:
         return [r.body for r in self.requests]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         self._writers.add(writer)
         task = asyncio.current_task()
         if task is not None:
