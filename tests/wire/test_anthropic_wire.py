@@ -444,6 +444,22 @@ def test_a_missing_sdk_names_the_extra_when_the_sdk_path_is_needed(
         AnthropicModel("claude-x", api_key="k")
 
 
+def test_a_proxy_chooses_the_sdk_and_no_proxy_keeps_the_lean_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("ALL_PROXY", "all_proxy", "https_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    assert AnthropicModel("claude-x", api_key="k").transport == "sdk"
+    monkeypatch.setenv("NO_PROXY", "example.com,.anthropic.com")
+    assert AnthropicModel("claude-x", api_key="k").transport == "lean"
+    monkeypatch.setenv("no_proxy", "example.com")  # the lower-case spelling wins, as in urllib
+    assert AnthropicModel("claude-x", api_key="k").transport == "sdk"
+    monkeypatch.setenv("SUBAGENTS_HTTP", "sdk")
+    monkeypatch.delenv("HTTPS_PROXY")
+    assert AnthropicModel("claude-x", api_key="k").transport == "sdk"
+
+
 async def test_the_lean_transport_needs_no_sdk(
     wire_server: WireServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -35,6 +35,8 @@ NEVER = {
     "xllamacpp",
     "subagents.models.local",
     "subagents.models.local_install",
+    "urllib.request",
+    "http.client",
 }
 """Not loaded by a one-turn ``-p`` run on the Anthropic or the scripted path."""
 

@@ -27,9 +27,7 @@ import asyncio
 import os
 import ssl
 import time
-import urllib.request
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 CONNECT_TIMEOUT_S = 10.0
@@ -44,13 +42,25 @@ class HTTPTransportError(Exception):
     """The connection failed, timed out or ended before the response did."""
 
 
-@dataclass(frozen=True, slots=True)
 class Origin:
-    scheme: str
-    host: str
-    port: int
-    base_path: str
-    """The URL's path without a trailing slash, e.g. ``/v1`` for an OpenAI-style base URL."""
+    """Scheme, host and port (the pool key) and the base URL's path. A plain class, as are the
+    others here: a dataclass costs milliseconds of start-up to create (issue 20)."""
+
+    __slots__ = ("base_path", "host", "port", "scheme")
+
+    def __init__(self, scheme: str, host: str, port: int, base_path: str) -> None:
+        self.scheme, self.host, self.port = scheme, host, port
+        self.base_path = base_path
+        """The URL's path without a trailing slash, e.g. ``/v1`` for an OpenAI-style base URL."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Origin) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _key(self) -> tuple[str, str, int, str]:
+        return (self.scheme, self.host, self.port, self.base_path)
 
     @classmethod
     def parse(cls, url: str) -> Origin:
@@ -70,10 +80,22 @@ class Origin:
 def lean_transport_allowed(origin: Origin) -> bool:
     """False when a proxy applies to ``origin`` (``HTTPS_PROXY`` and friends, minus
     ``NO_PROXY``): the SDK's client knows how to use one, this one does not."""
-    proxies = urllib.request.getproxies_environment()
+    proxies = proxy_environment()
     if origin.scheme not in proxies and "all" not in proxies:
         return True
     return _bypassed(origin.host, proxies.get("no", ""))
+
+
+def proxy_environment() -> dict[str, str]:
+    """``*_proxy`` variables by scheme (``https``, ``all``, ``no``…), the lower-case spelling
+    winning, as ``urllib.request.getproxies_environment`` reads them — without importing
+    ``urllib.request``, which pulls in ``http.client`` and ``email`` (a tenth of start-up)."""
+    found: dict[str, str] = {}
+    for prefer_lower in (False, True):
+        for name, value in os.environ.items():
+            if name[-6:].lower() == "_proxy" and (name.islower() == prefer_lower) and value:
+                found[name[:-6].lower()] = value
+    return found
 
 
 def _bypassed(host: str, no_proxy: str) -> bool:
@@ -145,17 +167,27 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
 
-@dataclass(kw_only=True)
 class Response:
     """A response whose head has been read; ``body()`` yields the rest as it arrives."""
 
-    status: int
-    headers: dict[str, str]
-    _client: HTTPClient
-    _connection: _Connection
-    _origin: Origin
-    _loop: asyncio.AbstractEventLoop
-    _done: bool = False
+    __slots__ = ("_client", "_connection", "_done", "_loop", "_origin", "headers", "status")
+
+    def __init__(
+        self,
+        status: int,
+        headers: dict[str, str],
+        client: HTTPClient,
+        connection: _Connection,
+        origin: Origin,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.status = status
+        self.headers = headers
+        self._client = client
+        self._connection = connection
+        self._origin = origin
+        self._loop = loop
+        self._done = False
 
     async def body(self) -> AsyncIterator[bytes]:
         """The body, de-chunked. The connection goes back to the pool once it has all been read;
@@ -230,16 +262,18 @@ class Response:
             await self._connection.readable(self._loop)
 
 
-@dataclass(kw_only=True)
 class HTTPClient:
     """Pooled keep-alive connections; ``post`` sends one request and returns its head."""
 
-    read_timeout_s: float = READ_TIMEOUT_S
-    _idle: dict[Origin, list[_Connection]] = field(default_factory=dict)
-    _active: set[_Connection] = field(default_factory=set)
-    """Connections with a request in flight: the read-timeout sweep looks at these."""
-    _sweeper: asyncio.TimerHandle | None = None
-    _ssl: ssl.SSLContext | None = None
+    __slots__ = ("_active", "_idle", "_ssl", "_sweeper", "read_timeout_s")
+
+    def __init__(self, *, read_timeout_s: float = READ_TIMEOUT_S) -> None:
+        self.read_timeout_s = read_timeout_s
+        self._idle: dict[Origin, list[_Connection]] = {}
+        self._active: set[_Connection] = set()
+        """Connections with a request in flight: the read-timeout sweep looks at these."""
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._ssl: ssl.SSLContext | None = None
 
     async def post(self, origin: Origin, path: str, headers: bytes, body: bytes) -> Response:
         """POST ``body`` to ``origin.base_path + path``; ``headers`` are ready ``Name: value\\r\\n``
@@ -258,14 +292,7 @@ class HTTPClient:
         except BaseException:
             connection.close()
             raise
-        return Response(
-            status=status,
-            headers=response_headers,
-            _client=self,
-            _connection=connection,
-            _origin=origin,
-            _loop=loop,
-        )
+        return Response(status, response_headers, self, connection, origin, loop)
 
     async def aclose(self) -> None:
         if self._sweeper is not None:
