@@ -24,8 +24,8 @@ from subagents.agents.background import BackgroundAgentManager
 from subagents.agents.definitions import DefinitionSet, load_definitions
 from subagents.agents.project_context import load_project_context
 from subagents.agents.prompts import main_system_prompt
-from subagents.agents.runner import AgentJob, AgentRun, run_agent
-from subagents.agents.runtime import AgentFrame, AgentRuntime
+from subagents.agents.runner import AgentFrame, AgentJob, AgentRun, run_agent
+from subagents.agents.runtime import AgentRuntime
 from subagents.agents.services import SessionServices
 from subagents.agents.shells import BackgroundShellManager
 from subagents.agents.tasks import TaskRegistry
@@ -355,7 +355,6 @@ class Session:
         messages, logged = self._history(prompt_text)
         frame = AgentFrame(
             run=run,
-            depth=0,
             model=self.model,
             system=system,
             tools=tools,
@@ -376,13 +375,9 @@ class Session:
             hooks=self.runtime.hooks,
         )
         job = AgentJob(
-            run=run,
+            frame=frame,
             caller=self._caller(),
-            system=system,
-            tools=tools,
             ctx=ctx,
-            messages=messages,
-            tool_schemas=frame.tool_schemas,
             tool_concurrency=self.config.tool_concurrency,
             budget=Budget(
                 max_turns=self.options.max_turns,

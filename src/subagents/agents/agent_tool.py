@@ -3,7 +3,8 @@
 The tool itself is read-only and concurrency-safe — a child's own tools carry the real permissions
 — so one model response can launch many children at once. ``call`` validates the input against the
 rules of SPEC §3, resolves the definition, applies the limits (depth, concurrent children),
-prepares the child (``child.py``, ``fork.py`` or ``resume.py``), places it (a given ``cwd`` or
+describes the child (``child.py``, ``fork.py`` or ``resume.py`` fill in a ``ChildSpec``,
+``assembly.assemble`` builds it), places it (a given ``cwd`` or
 its own worktree) and hands it to the ``BackgroundAgentManager`` (``background.py``): in the
 foreground — the parent waits, with progress, and gets the ``completed`` result — or in the
 background, where the parent gets ``async_launched`` at once and a notification later.
@@ -17,11 +18,12 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from subagents.agents.child import ChildRequest, prepare_child
-from subagents.agents.fork import FORK_AGENT_TYPE, FORK_IN_FORK_ERROR, prepare_fork
-from subagents.agents.resume import prepare_resume, refuse_overrides, settle_writes
-from subagents.agents.runner import AgentJob
-from subagents.agents.runtime import AgentFrame, AgentRuntime
+from subagents.agents.assembly import assemble
+from subagents.agents.child import ChildRequest, definition_spec
+from subagents.agents.fork import FORK_AGENT_TYPE, FORK_IN_FORK_ERROR, fork_spec
+from subagents.agents.resume import refuse_overrides, resume_spec, settle_writes
+from subagents.agents.runner import AgentFrame, AgentJob
+from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition
 from subagents.agents.services import SessionServices
 from subagents.agents.synthesis import run_parallel_with_synthesis
@@ -141,15 +143,11 @@ class AgentTool(Tool[AgentInput]):
                 )
             _check_limits(runtime, frame)
             background = self._background(args, None, runtime)
-            job = prepare_fork(
-                runtime,
-                ctx,
-                frame,
-                prompt=args.prompt,
-                description=args.description,
-                background=background,
+            spec = fork_spec(
+                frame, prompt=args.prompt, description=args.description, background=background
             )
-            job.run.tool_use_id = info.tool_use_id
+            spec.tool_use_id = info.tool_use_id
+            job = assemble(runtime, ctx, frame, spec)
             return await _run(services, job, info, background, name=args.name)
         definition = resolve_definition(runtime, args.subagent_type)
         _check_permission(runtime, definition)
@@ -170,7 +168,7 @@ class AgentTool(Tool[AgentInput]):
                 services, ctx, frame, request, runtime.config.parallel_tasks_count, info
             )
         await self._place(request, args, definition, runtime, ctx)
-        job = prepare_child(runtime, ctx, frame, request)
+        job = assemble(runtime, ctx, frame, definition_spec(runtime, ctx, frame, request))
         return await _run(services, job, info, background, name=args.name)
 
     async def _place(
@@ -218,7 +216,7 @@ class AgentTool(Tool[AgentInput]):
         refuse_overrides(model=args.model, mode=args.mode, isolation=args.isolation, cwd=args.cwd)
         await settle_writes(services.records)
         background = self._background(args, None, services.runtime)
-        job = prepare_resume(
+        spec = resume_spec(
             services.runtime,
             services.records,
             ctx,
@@ -230,6 +228,7 @@ class AgentTool(Tool[AgentInput]):
             background=background,
             tool_use_id=info.tool_use_id,
         )
+        job = assemble(services.runtime, ctx, frame, spec)
         return await _run(services, job, info, background, name=args.name)
 
     def _background(

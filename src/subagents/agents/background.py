@@ -33,7 +33,7 @@ from subagents.agents import durability
 from subagents.agents.lifecycle import run_child
 from subagents.agents.notifications import AgentNotice, notification_id, render_notification
 from subagents.agents.runner import AgentJob, AgentRun
-from subagents.agents.runtime import AgentFrame, AgentRuntime
+from subagents.agents.runtime import AgentRuntime
 from subagents.agents.tasks import (
     TaskOutputError,
     TaskRegistry,
@@ -61,7 +61,6 @@ class _Child:
     job: AgentJob
     task: asyncio.Task[LoopOutcome]
     state: TaskState
-    background: bool
     activity: tuple[int, int, int] = (0, 0, 0)
     last_progress: float = field(default_factory=time.monotonic)
     stalled_ms: int | None = None
@@ -72,6 +71,10 @@ class _Child:
     @property
     def run(self) -> AgentRun:
         return self.job.run
+
+    @property
+    def background(self) -> bool:
+        return self.job.run.is_background
 
 
 class BackgroundAgentManager:
@@ -122,7 +125,9 @@ class BackgroundAgentManager:
 
     def launch(self, job: AgentJob, *, name: str | None = None) -> ToolOutput:
         """Start a background child and return ``async_launched`` at once."""
-        child = self._start(job, background=True, name=name)
+        if not job.run.is_background:
+            raise ValueError(f"launch: {job.run.agent_id} was assembled as a foreground child")
+        child = self._start(job, name=name)
         self._supervise(child)
         return self._launched_output(child, auto=False)
 
@@ -130,7 +135,7 @@ class BackgroundAgentManager:
         self, job: AgentJob, info: CallInfo, *, name: str | None = None
     ) -> ToolOutput:
         """Run a child while the parent waits, with progress; may move it to the background."""
-        child = self._start(job, background=False, name=name)
+        child = self._start(job, name=name)
         try:
             moved = await self._wait_foreground(child)
         except asyncio.CancelledError:
@@ -147,8 +152,9 @@ class BackgroundAgentManager:
         self._finalize(child)
         return completed_output(child.run)
 
-    def _start(self, job: AgentJob, *, background: bool, name: str | None) -> _Child:
+    def _start(self, job: AgentJob, *, name: str | None) -> _Child:
         run, runtime = job.run, self.runtime
+        background = run.is_background
         state = self.registry.create(
             "local_agent",
             description=run.description,
@@ -159,7 +165,7 @@ class BackgroundAgentManager:
             output_dir=self.tasks_dir if background else None,
             task_id=run.agent_id,
         )
-        state.extra.update(agent_type=run.agent_type, foreground=not background)
+        state.extra["agent_type"] = run.agent_type
         runtime.register(run)
         runtime.running_children += 1
         if job.inbox is None:
@@ -173,7 +179,7 @@ class BackgroundAgentManager:
             self._track_activity(job, self.records)
         loop = asyncio.get_running_loop()
         task = loop.create_task(run_child(runtime, job), name=f"agent:{run.agent_id}")
-        child = _Child(job=job, task=task, state=state, background=background)
+        child = _Child(job=job, task=task, state=state)
         self._children[run.agent_id] = child
         return child
 
@@ -213,19 +219,14 @@ class BackgroundAgentManager:
 
     def _move_to_background(self, child: _Child) -> None:
         """Auto-background: the child keeps running on its own; the parent goes on."""
-        child.background = True
-        child.state.extra["foreground"] = False
-        child.state.extra["auto_backgrounded"] = True
         run = child.run
+        # The one place a child's placement changes: its frame, its permission checker (asks
+        # are then denied or routed) and its shells read it from here.
         run.is_background = True
+        child.state.extra["auto_backgrounded"] = True
         abort = child.job.ctx.abort
         if isinstance(abort, LinkedAbortSignal):
             abort.unlink()  # from now on the parent's interrupt no longer reaches it
-        frame = child.job.ctx.owner
-        if isinstance(frame, AgentFrame):
-            frame.is_background = True
-            if frame.permissions is not None:
-                frame.permissions.background = True
         child.last_progress = time.monotonic()
         try:
             child.state.output_path = open_output_file(self.tasks_dir, run.agent_id)

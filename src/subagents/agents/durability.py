@@ -23,7 +23,6 @@ import time
 from typing import Any
 
 from subagents.agents.runner import AgentJob, AgentRun
-from subagents.agents.runtime import AgentFrame
 from subagents.agents.tasks import TaskState
 from subagents.store.durable import DurableRecords, Written
 from subagents.store.process_identity import ProcessIdentity
@@ -81,9 +80,8 @@ def build_record(
     project_path: str,
     identity: ProcessIdentity,
 ) -> SidecarRecord:
-    run = job.run
-    frame = job.ctx.owner
-    definition = frame.definition if isinstance(frame, AgentFrame) else None
+    run, frame = job.run, job.frame
+    definition = frame.definition
     now = time.time()
     return SidecarRecord(
         agent_id=run.agent_id,
@@ -102,7 +100,7 @@ def build_record(
         ),
         config=ConfigSnapshot(
             model=run.model,
-            permission_mode=frame.permission_mode if isinstance(frame, AgentFrame) else "default",
+            permission_mode=frame.permission_mode,
             tools=tuple(tool.name for tool in job.tools),
             system_prompt=job.system,
             max_turns=job.budget.max_turns,

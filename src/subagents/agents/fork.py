@@ -15,15 +15,10 @@ the history is what tells a fork apart, so the rule survives a resumed session.
 
 from __future__ import annotations
 
-from subagents.abort import AbortSignal
-from subagents.agents.context import create_subagent_context
-from subagents.agents.runner import AgentJob, AgentRun
-from subagents.agents.runtime import AgentFrame, AgentRuntime
-from subagents.events import AgentRef
-from subagents.ids import new_id
-from subagents.loop.query import Budget
+from subagents.agents.runner import AgentFrame
+from subagents.agents.spec import ChildSpec
 from subagents.messages import ContentBlock, Message, text_block, tool_result_block, tool_uses
-from subagents.tools.base import ToolContext, ToolError
+from subagents.tools.base import ToolError
 
 FORK_AGENT_TYPE = "fork"
 FORK_MAX_TURNS = 200
@@ -82,74 +77,25 @@ def fork_messages(parent_messages: list[Message], prompt: str) -> list[Message]:
     return [*parent_messages, {"role": "user", "content": blocks}]
 
 
-def prepare_fork(
-    runtime: AgentRuntime,
-    parent_ctx: ToolContext,
-    parent: AgentFrame,
-    *,
-    prompt: str,
-    description: str,
-    background: bool = False,
-) -> AgentJob:
+def fork_spec(
+    parent: AgentFrame, *, prompt: str, description: str, background: bool = False
+) -> ChildSpec:
+    """The spec of a fork of ``parent``; ``ToolError`` inside a fork (fork-in-fork)."""
     if parent.is_fork or is_inside_fork(parent.messages):
         raise ToolError(FORK_IN_FORK_ERROR)
-    agent_id = new_id("local_agent")
-    ref = AgentRef(
-        agent_id=agent_id, agent_type=FORK_AGENT_TYPE, parent_agent_id=parent_ctx.agent.agent_id
-    )
-    messages = fork_messages(parent.messages, prompt)
-    run = AgentRun(
-        ref=ref,
+    return ChildSpec(
+        kind="fork",
+        agent_type=FORK_AGENT_TYPE,
         description=description,
         prompt=prompt,
-        model=parent.model.name,
-        depth=parent.depth + 1,
-        is_background=background,
-    )
-    frame = AgentFrame(
-        run=run,
-        depth=parent.depth + 1,
         model=parent.model,
         system=parent.system,
         tools=parent.tools,
         tool_schemas=parent.tool_schemas,
-        messages=messages,
+        messages=fork_messages(parent.messages, prompt),
         thinking=parent.thinking,
+        max_turns=FORK_MAX_TURNS,
         permission_mode=parent.permission_mode,
-        is_fork=True,
-        is_background=background,
-        permissions=(
-            parent.permissions.for_child(parent.permissions.context, background=background)
-            if parent.permissions is not None
-            else None
-        ),
-    )
-    abort = AbortSignal() if background else parent_ctx.abort.child()
-    ctx = create_subagent_context(
-        parent_ctx,
-        agent=ref,
-        abort=abort,
-        owner=frame,
-        can_use_tool=frame.permissions or parent_ctx.can_use_tool,
-        hooks=(
-            runtime.hooks.for_agent(
-                None, agent_id, FORK_AGENT_TYPE, transcript_path=runtime.transcript_for(agent_id)
-            )
-            if runtime.hooks is not None
-            else None
-        ),
-    )
-    return AgentJob(
-        parent_tool_names=tuple(parent.tool_names()),
-        run=run,
-        caller=runtime.caller(parent.model),
-        system=parent.system,
-        tools=parent.tools,
-        ctx=ctx,
-        messages=messages,
-        thinking=parent.thinking,
-        budget=Budget(max_turns=FORK_MAX_TURNS),
-        transcript=runtime.transcript_for(agent_id),
-        tool_schemas=parent.tool_schemas,
-        tool_concurrency=runtime.config.tool_concurrency,
+        inherit_permissions=True,
+        background=background,
     )

@@ -14,7 +14,7 @@ import logging
 
 from subagents.abort import LinkedAbortSignal
 from subagents.agents.runner import AgentJob, run_agent
-from subagents.agents.runtime import AgentFrame, AgentRuntime
+from subagents.agents.runtime import AgentRuntime
 from subagents.loop.query import LoopOutcome, LoopStats
 from subagents.messages import ContentBlock, text_block, tool_uses
 from subagents.worktrees.lifecycle import finish_worktree
@@ -75,10 +75,10 @@ def _add_context(job: AgentJob, text: str) -> None:
 
 
 def _watch_breaker(job: AgentJob) -> None:
-    frame = job.ctx.owner
-    if not isinstance(frame, AgentFrame) or frame.permissions is None:
+    checker = job.frame.permissions
+    if checker is None:
         return
-    checker, agent_id, abort = frame.permissions, job.run.agent_id, job.ctx.abort
+    agent_id, abort = job.run.agent_id, job.ctx.abort
     previous = job.on_turn
 
     def check(stats: LoopStats) -> None:

@@ -18,10 +18,12 @@ import html
 import uuid
 from dataclasses import dataclass
 
+from subagents.agents.assembly import assemble
 from subagents.agents.background import BackgroundAgentManager
 from subagents.agents.notifications import escape_runtime_tags
-from subagents.agents.resume import prepare_resume, session_store, settle_writes
-from subagents.agents.runtime import AgentFrame, AgentRuntime
+from subagents.agents.resume import resume_spec, session_store, settle_writes
+from subagents.agents.runner import AgentFrame
+from subagents.agents.runtime import AgentRuntime
 from subagents.loop.inbox import InboxItem
 from subagents.store.errors import StoreError
 from subagents.store.protocol import Store
@@ -96,7 +98,7 @@ async def _resume_with(
             f"SendMessage: agent {agent_id} is running, but not in this process, so its inbox "
             "cannot be reached from here; wait for it to finish, then message it again"
         )
-    job = prepare_resume(
+    spec = resume_spec(
         runtime,
         records,
         ctx,
@@ -106,6 +108,7 @@ async def _resume_with(
         description=args.summary or f"message to {target}",
         background=True,
     )
+    job = assemble(runtime, ctx, frame, spec)
     names = sorted({n for n, i in children.names.items() if i == agent_id or n == target})
     launched = children.launch(job, name=names[0] if names else None)
     for name in names[1:]:

@@ -25,29 +25,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
-from subagents.abort import AbortSignal
 from subagents.agents.builtin import BUILTIN_AGENTS
-from subagents.agents.child import child_permissions
-from subagents.agents.context import create_subagent_context
-from subagents.agents.runner import AgentJob, AgentRun
-from subagents.agents.runtime import AgentFrame, AgentRuntime
+from subagents.agents.runner import AgentFrame
+from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition, DefinitionSource, normalize_agent_type
+from subagents.agents.spec import ChildSpec, Workspace
 from subagents.events import AgentRef, SystemEvent
 from subagents.ids import new_id
-from subagents.loop.query import Budget
 from subagents.messages import ContentBlock, Message, text_block, tool_result_block, tool_uses
 from subagents.models.base import Model
 from subagents.models.resolve import resolve_alias
-from subagents.permissions.checker import PermissionChecker
-from subagents.permissions.context import derive_child
 from subagents.permissions.modes import PermissionMode, parse_mode
 from subagents.store.durable import DurableRecords
 from subagents.store.errors import StoreError
 from subagents.store.protocol import Store
-from subagents.store.records import SidecarRecord, is_visible
+from subagents.store.records import Lineage, SidecarRecord, is_visible
 from subagents.store.transcript import read_messages
 from subagents.tools import core_tools
-from subagents.tools.base import CanUseTool, Tool, ToolContext, ToolError
+from subagents.tools.base import Tool, ToolContext, ToolError
 
 INTERRUPTED_RESULT = "Interrupted: the run ended before this tool call finished."
 _SOURCES: dict[str, DefinitionSource] = {s: s for s in get_args(DefinitionSource)}
@@ -61,7 +56,7 @@ class ResumeSource:
     history: list[Message]
 
 
-def prepare_resume(
+def resume_spec(
     runtime: AgentRuntime,
     records: DurableRecords | None,
     parent_ctx: ToolContext,
@@ -73,8 +68,8 @@ def prepare_resume(
     subagent_type: str | None = None,
     background: bool = False,
     tool_use_id: str | None = None,
-) -> AgentJob:
-    """The job of a new run continuing ``source_id``; ``ToolError`` when it may not resume.
+) -> ChildSpec:
+    """The spec of a new run continuing ``source_id``; ``ToolError`` when it may not resume.
 
     The nesting depth limit applies as to any child; the concurrent-children limit does not
     (SPEC §15: resumes are exempt)."""
@@ -91,69 +86,29 @@ def prepare_resume(
     ref = AgentRef(
         agent_id=agent_id, agent_type=record.agent_type, parent_agent_id=parent_ctx.agent.agent_id
     )
-    model = snapshot_model(runtime, frame, snapshot.model)
     tools = snapshot_tools(runtime, frame, snapshot.tools, ref)
-    names = [tool.name for tool in tools]
-    definition = snapshot_definition(record, names)
-    run = AgentRun(
-        ref=ref,
+    return ChildSpec(
+        kind="resume",
+        agent_type=record.agent_type,
         description=description,
         prompt=prompt,
-        model=model.name,
-        depth=frame.depth + 1,
-        is_background=background,
-        tool_use_id=tool_use_id,
-        root_agent_id=record.lineage.root_agent_id,
-        resumed_from=record.agent_id,
-        resume_depth=record.lineage.resume_depth + 1,
-    )
-    messages = resume_messages(source.history, prompt)
-    child = AgentFrame(
-        run=run,
-        depth=frame.depth + 1,
-        model=model,
+        model=snapshot_model(runtime, frame, snapshot.model),
         system=snapshot.system_prompt,
         tools=tools,
-        tool_schemas=[tool.schema() for tool in tools],
-        messages=messages,
+        messages=resume_messages(source.history, prompt),
         thinking=snapshot.thinking,
+        max_turns=snapshot.max_turns,
+        definition=snapshot_definition(record, [tool.name for tool in tools]),
         permission_mode=snapshot.permission_mode,
-        definition=definition,
-        is_background=background,
-    )
-    checker = snapshot_checker(frame, definition, names, background)
-    if checker is not None:
-        child.permissions = checker
-        child.permission_mode = checker.context.mode
-    cwd, roots = _kept_worktree(record)
-    transcript = runtime.transcript_for(agent_id)
-    ctx = create_subagent_context(
-        parent_ctx,
-        agent=ref,
-        abort=AbortSignal() if background else parent_ctx.abort.child(),
-        owner=child,
-        cwd=cwd,
-        roots=roots,
-        can_use_tool=_permissions(checker or parent_ctx.can_use_tool, definition),
-        hooks=(
-            runtime.hooks.for_agent(None, agent_id, ref.agent_type, transcript_path=transcript)
-            if runtime.hooks is not None
-            else None
+        background=background,
+        tool_use_id=tool_use_id,
+        agent_id=agent_id,
+        lineage=Lineage(
+            root_agent_id=record.lineage.root_agent_id,
+            resumed_from=record.agent_id,
+            resume_depth=record.lineage.resume_depth + 1,
         ),
-    )
-    return AgentJob(
-        parent_tool_names=tuple(frame.tool_names()),
-        run=run,
-        caller=runtime.caller(model),
-        system=snapshot.system_prompt,
-        tools=tools,
-        ctx=ctx,
-        messages=messages,
-        budget=Budget(max_turns=snapshot.max_turns),
-        thinking=snapshot.thinking,
-        transcript=transcript,
-        tool_schemas=child.tool_schemas,
-        tool_concurrency=runtime.config.tool_concurrency,
+        workspace=_kept_worktree(record),
     )
 
 
@@ -323,25 +278,6 @@ def snapshot_definition(record: SidecarRecord, tool_names: list[str]) -> AgentDe
     )
 
 
-def snapshot_checker(
-    parent: AgentFrame, definition: AgentDefinition | None, names: list[str], background: bool
-) -> PermissionChecker | None:
-    """The resumed run's checker: the frozen mode, capped by the resuming parent's."""
-    if parent.permissions is None:
-        return None
-    context = derive_child(
-        parent.permissions.context,
-        definition_mode=definition.permission_mode if definition is not None else None,
-        tools=names,
-    )
-    return parent.permissions.for_child(context, background=background)
-
-
-def _permissions(check: CanUseTool | None, definition: AgentDefinition | None) -> CanUseTool | None:
-    """The parent's check, plus the read-only guard when the source type is read-only."""
-    return check if definition is None else child_permissions(check, definition)
-
-
 def _mode(value: str) -> PermissionMode | None:
     try:
         return parse_mode(value)
@@ -349,10 +285,11 @@ def _mode(value: str) -> PermissionMode | None:
         return None
 
 
-def _kept_worktree(record: SidecarRecord) -> tuple[Path | None, tuple[Path, ...] | None]:
-    """A source that kept its worktree resumes there; otherwise the parent's folder."""
+def _kept_worktree(record: SidecarRecord) -> Workspace:
+    """A source that kept its worktree resumes there (nothing to settle: it stays kept);
+    otherwise the parent's folder."""
     worktree = record.worktree
     if worktree is None or worktree.outcome != "kept" or not Path(worktree.path).is_dir():
-        return None, None
+        return Workspace()
     path = Path(worktree.path)
-    return path, (path,)
+    return Workspace(cwd=path, roots=(path,))

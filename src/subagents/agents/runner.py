@@ -1,9 +1,19 @@
 """Running one agent — the main one or a child — from its prepared job to its final record.
 
+Three objects describe a running agent, each once:
+
+* ``AgentRun`` — its record: identity, task, placement (``is_background``), status and result;
+  what the session's ``agents`` list reports;
+* ``AgentFrame`` — what the agent's own tools see of it (``ctx.owner``): its run, model and the
+  exact bytes of its requests (system prompt, tool schemas, thinking, live history), which a
+  fork copies to share the parent's prompt cache, and its permissions;
+* ``AgentJob`` — what running it takes: the frame, the model caller, the context, the budget,
+  the inbox and the transcript.
+
 ``run_agent`` is the single path every agent takes: open its transcript, run the loop, and in a
 ``finally`` (success, error and abort alike) kill every process it left, close the transcript and
 fill in its ``AgentRun`` record. Deciding *what* an agent gets (model, tools, prompt, context) is
-the caller's business (``session.py`` for the main agent, ``agents/agent_tool.py`` for children).
+the caller's business (``session.py`` for the main agent, ``agents/assembly.py`` for children).
 """
 
 from __future__ import annotations
@@ -14,13 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from subagents.agents.schema import AgentDefinition
 from subagents.events import AgentRef
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome, LoopSpec, LoopStats, run_loop
 from subagents.loop.scheduling import MAX_CONCURRENT_TOOLS
 from subagents.messages import Message, Usage
-from subagents.models.base import ToolSchema
+from subagents.models.base import Model, ToolSchema
 from subagents.models.retry import ModelCaller
+from subagents.permissions.checker import PermissionChecker
 from subagents.store.transcript import TranscriptWriter
 from subagents.tools.base import Tool, ToolContext
 from subagents.worktrees.lifecycle import WorktreeInfo
@@ -80,21 +92,47 @@ class AgentRun:
 
 
 @dataclass(kw_only=True)
+class AgentFrame:
+    """A running agent, as its tools see it (``ToolContext.owner``; ``tools.base.RunningAgent``)."""
+
+    run: AgentRun
+    model: Model
+    system: str
+    tools: list[Tool[Any]]
+    tool_schemas: list[ToolSchema]
+    messages: list[Message]
+    thinking: dict[str, Any] | None = None
+    permission_mode: str = "default"
+    definition: AgentDefinition | None = None
+    is_fork: bool = False
+    is_teammate: bool = False
+    permissions: PermissionChecker | None = None
+    """This agent's permission checker, when rules are in force."""
+
+    @property
+    def depth(self) -> int:
+        return self.run.depth
+
+    @property
+    def is_background(self) -> bool:
+        """Read from the run: its placement has one home (``AgentRun.is_background``)."""
+        return self.run.is_background
+
+    def tool_names(self) -> list[str]:
+        return [tool.name for tool in self.tools]
+
+
+@dataclass(kw_only=True)
 class AgentJob:
     """A fully prepared agent: everything ``run_agent`` needs."""
 
-    run: AgentRun
+    frame: AgentFrame
     caller: ModelCaller
-    system: str
-    tools: list[Tool[Any]]
     ctx: ToolContext
-    messages: list[Message]
     budget: Budget = field(default_factory=Budget)
-    thinking: dict[str, Any] | None = None
     inbox: Inbox | None = None
     transcript: Path | None = None
     on_turn: Callable[[LoopStats], None] | None = None
-    tool_schemas: list[ToolSchema] | None = None
     tool_concurrency: int = MAX_CONCURRENT_TOOLS
     parent_tool_names: tuple[str, ...] = ()
     """What the parent can use (does it have Read or Bash to look at an output file?)."""
@@ -103,6 +141,30 @@ class AgentJob:
     logged_messages: int = 0
     """Leading ``messages`` already in the transcript (a resumed session's history), so they
     are not written twice."""
+
+    @property
+    def run(self) -> AgentRun:
+        return self.frame.run
+
+    @property
+    def system(self) -> str:
+        return self.frame.system
+
+    @property
+    def tools(self) -> list[Tool[Any]]:
+        return self.frame.tools
+
+    @property
+    def tool_schemas(self) -> list[ToolSchema]:
+        return self.frame.tool_schemas
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.frame.messages
+
+    @property
+    def thinking(self) -> dict[str, Any] | None:
+        return self.frame.thinking
 
 
 async def run_agent(job: AgentJob) -> LoopOutcome:

@@ -1,11 +1,10 @@
 """The sub-agent system of one session: the state every Agent tool call shares.
 
 ``AgentRuntime`` holds what is shared by all agents of a session — configuration, definitions,
-the provider model, the project context, the record of every agent run, the count of running
-children — and ``AgentFrame`` is what one *running* agent offers to the Agent tool it calls: its
-depth in the tree, its model, and the exact bytes of its requests (system prompt, tool schemas,
-thinking config, live history), which a fork copies to share the parent's prompt cache.
-Tools reach both through their context (``agents.services.SessionServices`` and ``ctx.owner``).
+the provider model, the project context, hooks and permissions, the record of every agent run,
+the count of running children. Tools reach it through their context
+(``agents.services.SessionServices.runtime``); what one running agent is, is
+``agents.runner.AgentFrame`` (``ctx.owner``).
 """
 
 from __future__ import annotations
@@ -13,46 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from subagents.agents.definitions import DefinitionSet
 from subagents.agents.project_context import ProjectContext
 from subagents.agents.runner import AgentRun
-from subagents.agents.schema import AgentDefinition
 from subagents.config import RuntimeConfig
 from subagents.events import Event, EventSink, discard
 from subagents.hooks.engine import HookEngine
-from subagents.messages import Message
-from subagents.models.base import Model, ToolSchema
+from subagents.models.base import Model
 from subagents.models.resolve import resolve_alias
 from subagents.models.retry import ModelCaller, RetryPolicy
 from subagents.permissions.checker import PermissionChecker
 from subagents.state import ProjectState
-from subagents.tools.base import Tool
-
-
-@dataclass(kw_only=True)
-class AgentFrame:
-    """A running agent, as the Agent tool it calls sees it."""
-
-    run: AgentRun
-    depth: int
-    model: Model
-    system: str
-    tools: list[Tool[Any]]
-    tool_schemas: list[ToolSchema]
-    messages: list[Message]
-    thinking: dict[str, Any] | None = None
-    permission_mode: str = "default"
-    definition: AgentDefinition | None = None
-    is_fork: bool = False
-    is_teammate: bool = False
-    is_background: bool = False
-    permissions: PermissionChecker | None = None
-    """This agent's permission checker, when rules are in force."""
-
-    def tool_names(self) -> list[str]:
-        return [tool.name for tool in self.tools]
 
 
 @dataclass(kw_only=True)

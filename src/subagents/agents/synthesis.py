@@ -21,9 +21,10 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from subagents.agents.child import ChildRequest, prepare_child
-from subagents.agents.runner import AgentRun
-from subagents.agents.runtime import AgentFrame
+from subagents.agents.assembly import assemble
+from subagents.agents.child import ChildRequest, definition_spec
+from subagents.agents.runner import AgentFrame, AgentJob, AgentRun
+from subagents.agents.runtime import AgentRuntime
 from subagents.agents.services import SessionServices
 from subagents.tools.base import CallInfo, ToolContext, ToolOutput
 
@@ -82,7 +83,7 @@ async def run_parallel_with_synthesis(
         prompt=synthesis_prompt(request.prompt, [report_of(run) for run in copies]),
         description=f"{request.description} (synthesis)",
     )
-    job = prepare_child(services.runtime, ctx, frame, synthesis_request)
+    job = _prepare(services.runtime, ctx, frame, synthesis_request)
     synthesized = await services.run_foreground(job, info)
     return merged_output(request.prompt, copies, job.run, synthesized, started)
 
@@ -97,7 +98,7 @@ async def _run_copies(
 ) -> list[AgentRun]:
     """Prepare every copy up front (ids follow the index), run them ``MAX_PARALLEL`` at a time."""
     copy_request = replace(request, prompt=copy_prompt(request.prompt))
-    jobs = [prepare_child(services.runtime, ctx, frame, copy_request) for _ in range(count)]
+    jobs = [_prepare(services.runtime, ctx, frame, copy_request) for _ in range(count)]
     slots = asyncio.Semaphore(MAX_PARALLEL)
 
     async def run_one(index: int) -> None:
@@ -112,6 +113,12 @@ async def _run_copies(
         # The copies' siblings are cancelled by now; report the first failure as itself.
         raise failed.exceptions[0] from None
     return [job.run for job in jobs]
+
+
+def _prepare(
+    runtime: AgentRuntime, ctx: ToolContext, frame: AgentFrame, request: ChildRequest
+) -> AgentJob:
+    return assemble(runtime, ctx, frame, definition_spec(runtime, ctx, frame, request))
 
 
 def report_of(run: AgentRun) -> str:

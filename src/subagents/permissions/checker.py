@@ -69,7 +69,9 @@ class PermissionChecker:
     ask_callback: AskCallback | None = None
     ask_timeout: float = DEFAULT_ASK_TIMEOUT
     background: bool = False
-    """Whether the agent runs in the background now; the runtime flips it when backgrounding."""
+    """Treat the agent as a background one whatever its context says. In a session the
+    placement is read from the calling context (``ctx.owner.is_background``), so a child
+    moved to the background is treated as one from its next call."""
     route_background_asks: bool = True
     denial_limits: DenialLimits | None = field(default_factory=DenialLimits)
     """None turns the breaker off (e.g. for an interactive main agent)."""
@@ -129,7 +131,8 @@ class PermissionChecker:
                 f"Permission to use {subject} was denied: permission mode 'dontAsk' denies "
                 "anything that is not allowed by a rule."
             )
-        if self.background and not (self.route_background_asks and self.ask_callback):
+        background = self.background or (ctx.owner is not None and ctx.owner.is_background)
+        if background and not (self.route_background_asks and self.ask_callback):
             return _deny(
                 f"Permission to use {tool.name} was denied: background agents cannot show "
                 "permission prompts (fail rather than hang)"
@@ -147,7 +150,7 @@ class PermissionChecker:
             subject=subject,
             reason=decision.message,
             rule=decision.rule,
-            background=self.background,
+            background=background,
         )
         return await self._ask(request)
 

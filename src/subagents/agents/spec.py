@@ -1,0 +1,101 @@
+"""``ChildSpec``: what one child is to be — the only thing that differs between kinds of child.
+
+A fresh child of a definition (``child.definition_spec``), a fork (``fork.fork_spec``) and a
+resume (``resume.resume_spec``) differ in *where their parts come from* — a definition, the
+parent's own request bytes, a frozen snapshot — never in how a child is put together from them.
+So each kind only fills in a ``ChildSpec``, and one function (``assembly.assemble``) builds every
+child from one: identity and record, frame, permission checker, hooks, context and job.
+
+What each kind puts in the spec:
+
+===================  ==========================  ========================  =======================
+field                fresh (a definition)        fork                      resume (a snapshot)
+===================  ==========================  ========================  =======================
+``agent_type``       the definition's name       ``fork``                  the source's type
+``model``            input > definition > parent the parent's              the snapshot's
+``system``           rendered for the child      the parent's bytes        the snapshot's bytes
+``tools``            definition ∩ parent         the parent's (same        the snapshot's names,
+                                                 objects and schemas)      this session's tools
+``messages``         the prompt                  parent history + marker   source history + prompt
+``thinking``         none                        the parent's              the snapshot's
+``max_turns``        the definition's            ``FORK_MAX_TURNS``        the snapshot's
+``definition``       the definition              none                      rebuilt from the record
+``permissions``      derived (mode capped)       the parent's context      derived from the record
+``lineage``          a new one                   a new one                 the source's, depth + 1
+``workspace``        cwd or its own worktree     the parent's              the kept worktree
+===================  ==========================  ========================  =======================
+
+Next: a teammate (``kind="teammate"``, issue 22) fills in ``team`` — team and member name —
+and its inbox becomes its team mailbox; agent-scoped resources (MCP servers of the
+definition, issue 17) are opened with the child and closed in its ``finally`` by
+``lifecycle.run_child``, as its worktree is settled there now. Neither needs a fourth copy of the
+assembly: see docs/agents.md, "One child, from spec to record".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from subagents.agents.schema import AgentDefinition
+from subagents.messages import Message
+from subagents.models.base import Model, ToolSchema
+from subagents.permissions.modes import PermissionMode
+from subagents.store.records import Lineage
+from subagents.tools.base import Tool
+from subagents.worktrees.lifecycle import WorktreeInfo
+
+ChildKind = Literal["fresh", "fork", "resume"]
+
+
+@dataclass(kw_only=True, frozen=True)
+class Workspace:
+    """Where a child works. ``cwd`` None: its parent's folder and roots; a ``cwd`` without
+    ``roots`` makes it the only root."""
+
+    cwd: Path | None = None
+    roots: tuple[Path, ...] | None = None
+    worktree: WorktreeInfo | None = None
+    """The child's own worktree, settled when it ends (kept or removed)."""
+
+
+@dataclass(kw_only=True)
+class ChildSpec:
+    """Everything that makes one child what it is (see the module docstring)."""
+
+    kind: ChildKind
+    agent_type: str
+    description: str
+    prompt: str
+    model: Model
+    system: str
+    tools: list[Tool[Any]]
+    messages: list[Message]
+    tool_schemas: list[ToolSchema] | None = None
+    """The exact schema objects to send (a fork's are its parent's); None: the tools' own."""
+    thinking: dict[str, Any] | None = None
+    max_turns: int | None = None
+    definition: AgentDefinition | None = None
+    """What the child's record freezes (isolation, source) and the source of its read-only
+    guard; None for a fork."""
+    permission_mode: str = "default"
+    """The mode shown when no permission rules are in force (else the derived checker's)."""
+    requested_mode: PermissionMode | None = None
+    """The Agent call's ``mode``: capped by the parent's, like the definition's."""
+    inherit_permissions: bool = False
+    """A fork keeps its parent's permission context as it is (no derivation)."""
+    frontmatter_hooks: Mapping[str, Any] | None = None
+    """The definition's own hooks, scoped to this child."""
+    background: bool = False
+    """Where it starts; ``AgentRun.is_background`` holds where it is."""
+    tool_use_id: str | None = None
+    agent_id: str | None = None
+    """Drawn by the caller when something (a worktree) must be named after the child first."""
+    lineage: Lineage | None = None
+    """None: a new lineage rooted at the child itself."""
+    workspace: Workspace = field(default_factory=Workspace)
+
+    def tool_names(self) -> list[str]:
+        return [tool.name for tool in self.tools]
