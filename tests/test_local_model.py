@@ -15,7 +15,6 @@ import asyncio
 import importlib.util
 import json
 import os
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,9 +259,7 @@ async def test_two_agent_delegation_on_a_real_model(smollm2: LocalModel, tmp_pat
             load_settings=False,
         )
     )
-    started = time.monotonic()
     result = await session.run("Ask the adder agent for 17 + 25 with the Agent tool.")
-    elapsed = time.monotonic() - started
     runs = session.agents
     assert len(runs) >= 2, [run.summary() for run in runs]
     main, children = runs[0], [run for run in runs[1:] if run.agent_type == "adder"]
@@ -283,4 +280,3 @@ async def test_two_agent_delegation_on_a_real_model(smollm2: LocalModel, tmp_pat
     assert returned[0].startswith(child.result_text.strip())  # the child's answer came back
     assert adder.calls, "the child never ran its tool"
     assert not result.is_error and result.result.strip(), result.payload
-    assert elapsed < 120, f"delegation took {elapsed:.0f} s"
