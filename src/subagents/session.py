@@ -20,7 +20,7 @@ from typing import Any
 from subagents.abort import AbortSignal
 from subagents.agents import recovery
 from subagents.agents.agent_tool import AgentTool
-from subagents.agents.background import BackgroundAgentManager
+from subagents.agents.children import Children
 from subagents.agents.definitions import DefinitionSet, load_definitions
 from subagents.agents.project_context import load_project_context
 from subagents.agents.prompts import main_system_prompt
@@ -28,6 +28,7 @@ from subagents.agents.runner import AgentFrame, AgentJob, AgentRun, run_agent
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.services import SessionServices
 from subagents.agents.shells import BackgroundShellManager
+from subagents.agents.task_service import AgentTasks
 from subagents.agents.tasks import TaskRegistry
 from subagents.agents.verification import install_verification
 from subagents.config import RuntimeConfig
@@ -170,7 +171,7 @@ class Session:
         self.runtime.hooks = self._hooks(self.settings)
         self.verification = install_verification(self.runtime, self.inbox)
         self.registry = TaskRegistry()
-        self.background = BackgroundAgentManager(
+        self.background = Children(
             self.runtime,
             registry=self.registry,
             tasks_dir=self.state.tasks_dir,
@@ -192,7 +193,10 @@ class Session:
             self.registry, self.state.tasks_dir, self.background.notify
         )
         self.services = SessionServices(
-            runtime=self.runtime, children=self.background, shells=self.shells
+            runtime=self.runtime,
+            children=self.background,
+            task_service=AgentTasks(self.background, self.registry),
+            shells=self.shells,
         )
 
     def _load_settings(self) -> Settings:

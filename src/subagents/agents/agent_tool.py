@@ -4,10 +4,10 @@ The tool itself is read-only and concurrency-safe — a child's own tools carry 
 — so one model response can launch many children at once. ``call`` validates the input against the
 rules of SPEC §3, resolves the definition, applies the limits (depth, concurrent children),
 describes the child (``child.py``, ``fork.py`` or ``resume.py`` fill in a ``ChildSpec``,
-``assembly.assemble`` builds it), places it (a given ``cwd`` or
-its own worktree) and hands it to the ``BackgroundAgentManager`` (``background.py``): in the
-foreground — the parent waits, with progress, and gets the ``completed`` result — or in the
-background, where the parent gets ``async_launched`` at once and a notification later.
+``assembly.assemble`` builds it), places it (a given ``cwd`` or its own worktree) and hands it to
+the session's children (``children.py``, ``foreground.py``): in the foreground — the parent
+waits, with progress, and gets the ``completed`` result — or in the background, where the parent
+gets ``async_launched`` at once and a notification later.
 Whatever happens, the child's run record ends terminal and every process it started is dead.
 """
 

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 
 from subagents.agents.assembly import assemble
-from subagents.agents.background import BackgroundAgentManager
+from subagents.agents.children import Children
 from subagents.agents.notifications import escape_runtime_tags
 from subagents.agents.resume import resume_spec, session_store, settle_writes
 from subagents.agents.runner import AgentFrame
@@ -44,7 +44,7 @@ class AgentMessage:
 
 
 async def send_message(
-    runtime: AgentRuntime, children: BackgroundAgentManager, ctx: ToolContext, args: AgentMessage
+    runtime: AgentRuntime, children: Children, ctx: ToolContext, args: AgentMessage
 ) -> ToolOutput:
     if args.to.strip() == BROADCAST:
         raise ToolError(
@@ -78,7 +78,7 @@ async def _resume_with(
     agent_id: str,
     ctx: ToolContext,
     runtime: AgentRuntime,
-    children: BackgroundAgentManager,
+    children: Children,
 ) -> ToolOutput:
     """A finished recipient: resume it in the background with the message as its prompt."""
     frame = ctx.owner

@@ -3,8 +3,9 @@
 Every ``ToolContext`` of a session — the main agent's and every child's, whose contexts share
 the parent's ``services`` — points at one ``SessionServices``. It composes the session's parts
 without them knowing each other: the shared ``AgentRuntime`` (configuration, definitions,
-models, hooks, permissions, the record of every run), the children's manager, the background
-shells, and the durable records. The Agent tool (``agents/agent_tool.py``) narrows
+models, hooks, permissions, the record of every run), the children (``children.Children``),
+the task service behind TaskOutput/TaskStop (``task_service.AgentTasks``), the background
+shells and the durable records. The Agent tool (``agents/agent_tool.py``) narrows
 ``ctx.services`` to this class; the other tools see only the ``ToolServices`` Protocol.
 """
 
@@ -13,11 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from subagents.agents.background import BackgroundAgentManager
+from subagents.agents.children import Children
+from subagents.agents.foreground import run_foreground
 from subagents.agents.messaging import AgentMessage, send_message
 from subagents.agents.runner import AgentJob
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.shells import BackgroundShellManager
+from subagents.agents.task_service import AgentTasks
 from subagents.store.durable import DurableRecords
 from subagents.tools.base import CallInfo, TaskService, ToolContext, ToolError, ToolOutput
 
@@ -27,7 +30,8 @@ class SessionServices:
     """One session's services, reached by its tools through ``ToolContext.services``."""
 
     runtime: AgentRuntime
-    children: BackgroundAgentManager
+    children: Children
+    task_service: AgentTasks
     shells: BackgroundShellManager | None = None
 
     @property
@@ -41,7 +45,7 @@ class SessionServices:
 
     @property
     def tasks(self) -> TaskService:
-        return self.children
+        return self.task_service
 
     def transcript_for(self, agent_id: str) -> Path | None:
         return self.runtime.transcript_for(agent_id)
@@ -63,7 +67,7 @@ class SessionServices:
         self, job: AgentJob, info: CallInfo, *, name: str | None = None
     ) -> ToolOutput:
         """Run a child while its parent waits (it may be moved to the background)."""
-        return await self.children.run_foreground(job, info, name=name)
+        return await run_foreground(self.children, job, info, name=name)
 
     def launch(self, job: AgentJob, *, name: str | None = None) -> ToolOutput:
         """Start a background child; ``async_launched`` at once."""

@@ -1,0 +1,123 @@
+"""What the parent reads about a child: the tool results and the notification, rendered.
+
+* ``completed_output`` — the foreground child's ``completed`` result (its report, then a
+  trailer with id, type, tool uses, tokens, duration and a kept worktree); an error result
+  with the partial report when it ended without completing;
+* ``launched_output`` — ``async_launched``: a background child started (or moved there);
+* ``task_output`` — TaskOutput's view of any task (agent or shell);
+* ``notice_for`` — the facts of a finished background child's ``<task-notification>``
+  (``notifications.render_notification`` turns them into text).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from subagents.agents.child_state import Child
+from subagents.agents.notifications import AgentNotice
+from subagents.agents.runner import AgentRun
+from subagents.agents.tasks import TaskState
+from subagents.agents.verification import VERIFICATION_AGENT_TYPE, verification_metadata
+from subagents.tools.base import ToolOutput
+
+
+def completed_payload(run: AgentRun) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "status": "completed",
+        "prompt": run.prompt,
+        "content": [{"type": "text", "text": run.result_text}],
+        "totalToolUseCount": run.stats.tool_use_count,
+        "totalDurationMs": run.duration_ms,
+        "totalTokens": run.stats.usage.total,
+        "agentId": run.agent_id,
+        "agentType": run.agent_type,
+        "model": run.model,
+    }
+    payload.update(run.worktree_fields)
+    if run.agent_type == VERIFICATION_AGENT_TYPE:
+        payload["verification"] = verification_metadata(run)
+    return payload
+
+
+def completed_output(run: AgentRun) -> ToolOutput:
+    """The ``completed`` result of a child that ran in the foreground."""
+    payload = completed_payload(run)
+    trailer = (
+        f"[agentId: {run.agent_id} · type: {run.agent_type} · tool uses: "
+        f"{run.stats.tool_use_count} · tokens: {run.stats.usage.total} · "
+        f"duration: {run.duration_ms} ms]"
+    )
+    if run.worktree_fields:
+        where = run.worktree_fields.get("worktreePath", "")
+        branch = run.worktree_fields.get("worktreeBranch", "")
+        trailer += f"\n[worktree kept: {where} (branch {branch})]"
+    if run.status == "completed":
+        return ToolOutput(content=f"{run.result_text}\n\n{trailer}", metadata=payload)
+    reason = run.error or run.reason
+    partial = f"\n\nPartial report:\n{run.result_text}" if run.result_text else ""
+    payload["status"] = run.status
+    headline = f"Agent {run.agent_type} ended without completing ({reason})."
+    return ToolOutput(content=f"{headline}{partial}\n\n{trailer}", is_error=True, metadata=payload)
+
+
+def launched_output(child: Child, *, auto: bool) -> ToolOutput:
+    """``async_launched``: the child runs in the background; a notification follows."""
+    run, state = child.run, child.state
+    can_read = bool({"Read", "Bash"} & set(child.job.parent_tool_names))
+    payload: dict[str, Any] = {
+        "status": "async_launched",
+        "agentId": run.agent_id,
+        "description": run.description,
+        "prompt": run.prompt,
+        "outputFile": str(state.output_path),
+        "canReadOutputFile": can_read,
+    }
+    lead = (
+        "The agent ran past the auto-background limit and now continues in the background."
+        if auto
+        else "Async agent launched successfully."
+    )
+    text = (
+        f"{lead}\nagentId: {run.agent_id}\n"
+        "You will be notified automatically when it completes; do not poll. "
+        f"Use TaskOutput(task_id={run.agent_id!r}) only if you need its full result, "
+        f"or TaskStop to stop it. Its output file: {state.output_path}"
+    )
+    return ToolOutput(content=text, metadata=payload)
+
+
+def task_output(state: TaskState, full_text: str) -> ToolOutput:
+    payload = {
+        "task_id": state.id,
+        "task_type": state.type,
+        "status": state.status,
+        "description": state.description,
+        "result": full_text,
+        "error": state.error,
+    }
+    lines = [f"Task {state.id} ({state.type}): {state.status}"]
+    if state.error:
+        lines.append(f"Error: {state.error}")
+    if full_text:
+        lines += ["", full_text]
+    elif not state.terminal:
+        lines.append("(still running; no result yet)")
+    return ToolOutput(content="\n".join(lines), metadata=payload)
+
+
+def notice_for(child: Child) -> AgentNotice:
+    run, state = child.run, child.state
+    return AgentNotice(
+        task_id=run.agent_id,
+        description=run.description,
+        agent_type=run.agent_type,
+        status=state.status,
+        result=run.result_text,
+        error=state.error,
+        output_file=str(state.output_path) if state.output_path else None,
+        tool_uses=run.stats.tool_use_count,
+        total_tokens=run.stats.usage.total,
+        duration_ms=run.duration_ms,
+        worktree_path=run.worktree_fields.get("worktreePath"),
+        worktree_branch=run.worktree_fields.get("worktreeBranch"),
+    )
