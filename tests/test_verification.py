@@ -144,7 +144,7 @@ async def test_reminder_reaches_the_coordinator_after_three_delegations(tmp_path
     main_requests = [r for r in model.requests if r["agent_type"] == "main"]
     assert len(main_requests) == 6
     last_texts = [message_text(r["messages"][-1]) for r in main_requests]
-    with_reminder = [i for i, text in enumerate(last_texts) if "<system-reminder>" in text]
+    with_reminder = [i for i, text in enumerate(last_texts) if "`verification` agent" in text]
     # Three completed delegations, then the very next request carries the reminder, once.
     assert with_reminder == [3]
     reminder = last_texts[3]

@@ -20,10 +20,18 @@ from typing import Any
 from subagents.abort import AbortSignal
 from subagents.agents import recovery
 from subagents.agents.agent_tool import AgentTool
+from subagents.agents.catalog import DefinitionWatch, definition_folders
 from subagents.agents.children import Children
 from subagents.agents.definitions import DefinitionSet, load_definitions
+from subagents.agents.plan_mode import ExitPlanModeTool
 from subagents.agents.project_context import load_project_context
-from subagents.agents.prompts import main_system_prompt
+from subagents.agents.prompts import (
+    environment_for,
+    main_system_prompt,
+    profile_of,
+    read_prompt_file,
+)
+from subagents.agents.reminders import TurnReminders, reminders_for
 from subagents.agents.runner import AgentFrame, AgentJob, AgentRun, run_agent
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.services import SessionServices
@@ -61,6 +69,8 @@ from subagents.tools.base import Tool, ToolContext
 from subagents.tools.send_message import SendMessageTool
 from subagents.tools.task_output import TaskOutputTool
 from subagents.tools.task_stop import TaskStopTool
+from subagents.tools.todo import TodoBoard, TodoWriteTool
+from subagents.tools.web_search import SearchBackend, WebSearchTool
 from subagents.tools.worktree_tools import EnterWorktreeTool, ExitWorktreeTool, WorktreeSession
 
 SUBTYPES = {
@@ -81,6 +91,12 @@ class SessionOptions:
     cwd: Path = field(default_factory=Path.cwd)
     home: Path | None = None
     system_prompt: str | None = None
+    """Replaces the main agent's guidance and environment block (``--system-prompt``); the
+    project instructions and git snapshot are still added."""
+    system_prompt_file: Path | None = None
+    """Like ``system_prompt``, read from this file (``--system-prompt-file``); not both."""
+    append_system_prompt: str | None = None
+    """Added at the end of the main agent's system prompt (``--append-system-prompt``)."""
     tools: Sequence[Tool[Any]] | None = None
     max_turns: int | None = None
     max_tokens: int | None = None
@@ -109,6 +125,8 @@ class SessionOptions:
     """Read Claude Code / subagents settings files (permissions, hooks)."""
     store: Store | None = None
     """Where sidecar records go (default: ``FileStore`` under ``SUBAGENTS_HOME``)."""
+    web_search: SearchBackend | None = None
+    """The search engine behind ``WebSearch``; without one the tool says none is configured."""
     background_wait_ms: int | None = None
     """How long the main agent waits for background children after its final answer
     (default ``SUBAGENTS_PRINT_BG_WAIT_MS``, 10 min; 0 = do not wait)."""
@@ -147,6 +165,11 @@ class Session:
         self.config = options.config or RuntimeConfig.from_env()
         self.cwd = canonical_project(options.cwd)
         self.state = ProjectState.for_cwd(self.cwd, options.home)
+        if options.system_prompt is not None and options.system_prompt_file is not None:
+            raise ValueError("system_prompt and system_prompt_file exclude each other: give one")
+        self.custom_prompt = options.system_prompt
+        if options.system_prompt_file is not None:
+            self.custom_prompt = read_prompt_file(options.system_prompt_file)
         self.session_id = options.resume or str(uuid.uuid4())
         self.model = _resolve(options.model)
         self.fallback = _resolve(options.fallback_model) if options.fallback_model else None
@@ -170,6 +193,8 @@ class Session:
         self.runtime.permissions = self.permissions
         self.runtime.hooks = self._hooks(self.settings)
         self.verification = install_verification(self.runtime, self.inbox)
+        self.todos = TodoBoard()
+        self.runtime.on_child_done.append(lambda run: self.todos.clear(run.agent_id))
         self.registry = TaskRegistry()
         self.background = Children(
             self.runtime,
@@ -291,6 +316,9 @@ class Session:
         return [
             agent,
             *core_tools(),
+            TodoWriteTool(self.todos),
+            WebSearchTool(self.options.web_search),
+            ExitPlanModeTool(),
             TaskOutputTool(),
             TaskStopTool(),
             SendMessageTool(),
@@ -298,7 +326,40 @@ class Session:
             ExitWorktreeTool(worktrees),
         ]
 
-    def _history(self, prompt: str) -> tuple[list[Message], int]:
+    def _system_prompt(self) -> str:
+        """The main agent's system prompt (SessionOptions ``system_prompt``,
+        ``system_prompt_file`` and ``append_system_prompt`` as documented there)."""
+        return main_system_prompt(
+            environment_for(self.runtime.project_context, self.cwd, self.model),
+            context=self.runtime.context_block(read_only=False),
+            custom=self.custom_prompt,
+            append=self.options.append_system_prompt,
+            profile=profile_of(self.model),
+        )
+
+    def _watch_definitions(self) -> None:
+        """Definitions loaded from disk follow their files for the rest of the session."""
+        if self.options.definitions is not None:
+            return
+        home, trusted = Path.home(), self.options.trusted
+        watch = DefinitionWatch(
+            folders=lambda: definition_folders(self.cwd, home, self.state.home, trusted),
+            load=self._load_definitions,
+            on_reload=self._definitions_reloaded,
+        )
+        watch.prime()
+        self.runtime.definitions_watch = watch
+
+    def _definitions_reloaded(self, definitions: DefinitionSet) -> None:
+        old = {str(e) for e in self.runtime.definitions.errors}
+        self.runtime.definitions = definitions
+        for error in definitions.errors:
+            if str(error) not in old:
+                self._warn(f"agent definition skipped: {error}")
+
+    def _history(
+        self, prompt: str, reminders: TurnReminders | None = None
+    ) -> tuple[list[Message], int]:
         """The messages to start from, and how many of them the transcript already holds.
 
         A resumed session continues its durable history (``agents.recovery``): tool calls a
@@ -306,7 +367,8 @@ class Session:
         "interrupted" error), and finished background children whose notification the
         transcript lacks are queued in the inbox, once each."""
         if not self.options.resume:
-            return [user_message(prompt)], 0
+            first = reminders.first_message(prompt) if reminders else user_message(prompt)
+            return [first], 0
         path = self.state.session_transcript(self.options.resume)
         if not path.exists():
             raise ValueError(f"--resume {self.options.resume}: no such session in {self.cwd}")
@@ -318,7 +380,12 @@ class Session:
         max_result = self.config.task_max_output
         for item in recovery.pending_notifications(history, records, max_result=max_result):
             self.inbox.put(item)
-        return [*history, recovery.resumed_user_message(repair, prompt)], len(history)
+        resumed = recovery.resumed_user_message(repair, prompt)
+        if reminders is not None:
+            # The definitions may have changed since: the resumed run gets the current catalog.
+            blocks = reminders.first_blocks(prompt)
+            resumed = user_message([*repair, *blocks])
+        return [*history, resumed], len(history)
 
     async def _run_main(self, prompt: str) -> RunResult:
         if self._started:
@@ -345,10 +412,7 @@ class Session:
         )
         extra_dirs = [*self.options.additional_dirs, *self.settings.additional_directories]
         roots = (self.cwd, *(canonical_project(d) for d in extra_dirs))
-        system = main_system_prompt(self.cwd, names, self.options.system_prompt)
-        context = self.runtime.context_block(read_only=False)
-        if context:
-            system = f"{system}\n\n{context}"
+        system = self._system_prompt()
         await recovery.reconcile_orphans(self.store, self.state, hooks=self.runtime.hooks)
         hooks = self.runtime.hooks
         prompt_text = prompt
@@ -356,7 +420,9 @@ class Session:
             extra = await hooks.session_start("resume" if self.options.resume else "startup")
             if extra:
                 prompt_text = f"{prompt}\n\n{extra}"
-        messages, logged = self._history(prompt_text)
+        self._watch_definitions()
+        reminders = reminders_for(self.runtime, None, names)
+        messages, logged = self._history(prompt_text, reminders)
         frame = AgentFrame(
             run=run,
             model=self.model,
@@ -391,6 +457,7 @@ class Session:
             inbox=self.inbox,
             transcript=self._transcript_path(),
             logged_messages=logged,
+            reminders=reminders.next_blocks if reminders else None,
         )
         started = time.monotonic()
         self._wait_for_background(ref.agent_id)
@@ -418,6 +485,7 @@ class Session:
         collection once a few finished sessions pile up)."""
         self.registry.release()
         self.runtime.on_child_done.clear()
+        self.runtime.definitions_watch = None
         self.inbox.expecting = None
 
     def _wait_for_background(self, main_id: str) -> None:

@@ -19,6 +19,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from subagents.agents.assembly import assemble
+from subagents.agents.catalog import spawn_refusal, spawnable
 from subagents.agents.child import ChildRequest, definition_spec
 from subagents.agents.fork import FORK_AGENT_TYPE, FORK_IN_FORK_ERROR, fork_spec
 from subagents.agents.resume import refuse_overrides, resume_spec, settle_writes
@@ -29,6 +30,7 @@ from subagents.agents.services import SessionServices
 from subagents.agents.synthesis import run_parallel_with_synthesis
 from subagents.ids import new_id
 from subagents.models.base import ToolSchema
+from subagents.tools import descriptions
 from subagents.tools.base import (
     CallInfo,
     Tool,
@@ -43,16 +45,7 @@ from subagents.worktrees.lifecycle import WorktreeError, isolated_roots, working
 
 PermissionModeName = Literal["acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"]
 
-DESCRIPTION = """\
-Launch a sub-agent to handle a task in its own context window. It works autonomously with its \
-own tools and returns only its final report, which is not shown to the user.
-
-- Pick `subagent_type` from the available agent types (listed below). Read-only types (Explore, \
-Plan) cannot edit files.
-- Launch several agents in ONE message to run them in parallel.
-- The agent does not see this conversation: give it a complete, self-contained task and say \
-exactly what it should report back.
-- `description` is a 3-5 word summary of the task."""
+DESCRIPTION = descriptions.AGENT
 
 
 class AgentInput(ToolInput):
@@ -141,6 +134,7 @@ class AgentTool(Tool[AgentInput]):
                     "A fork shares its parent's working directory: isolation and cwd need a "
                     "subagent_type"
                 )
+            _check_spawn(runtime, frame, FORK_AGENT_TYPE)
             _check_limits(runtime, frame)
             background = self._background(args, None, runtime)
             spec = fork_spec(
@@ -149,8 +143,8 @@ class AgentTool(Tool[AgentInput]):
             spec.tool_use_id = info.tool_use_id
             job = assemble(runtime, ctx, frame, spec)
             return await _run(services, job, info, background, name=args.name)
-        definition = resolve_definition(runtime, args.subagent_type)
-        _check_permission(runtime, definition)
+        definition = resolve_definition(runtime, args.subagent_type, frame)
+        _check_spawn(runtime, frame, definition.name)
         _check_limits(runtime, frame)
         background = self._background(args, definition, runtime)
         request = ChildRequest(
@@ -296,22 +290,24 @@ def wants_fork(subagent_type: str | None, runtime: AgentRuntime) -> bool:
     return subagent_type.strip().lower() == FORK_AGENT_TYPE
 
 
-def resolve_definition(runtime: AgentRuntime, subagent_type: str | None) -> AgentDefinition:
+def resolve_definition(
+    runtime: AgentRuntime, subagent_type: str | None, frame: AgentFrame | None = None
+) -> AgentDefinition:
     name = subagent_type or "general-purpose"
     definition = runtime.definitions.find(name)
     if definition is None:
-        known = ", ".join(runtime.definitions.names())
+        caller = frame.definition if frame is not None else None
+        types = spawnable(runtime.definitions, caller, runtime.permissions)
+        known = ", ".join(d.name for d in types) or "none"
         raise ToolError(f"Agent type '{name}' not found. Available agent types: {known}")
     return definition
 
 
-def _check_permission(runtime: AgentRuntime, definition: AgentDefinition) -> None:
-    permissions = runtime.permissions
-    if permissions is None:
-        return
-    denial = permissions.agent_type_denial(definition.name)
-    if denial:
-        raise ToolError(denial)
+def _check_spawn(runtime: AgentRuntime, frame: AgentFrame, agent_type: str) -> None:
+    """``Agent(X)`` deny rules, then the caller's own ``Agent(a, b)`` allow-list."""
+    refusal = spawn_refusal(frame.definition, agent_type, runtime.permissions)
+    if refusal:
+        raise ToolError(refusal)
 
 
 def _check_limits(runtime: AgentRuntime, frame: AgentFrame) -> None:

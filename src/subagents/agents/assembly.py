@@ -49,6 +49,7 @@ def assemble(
         permission_mode=spec.permission_mode,
         definition=spec.definition,
         is_fork=spec.kind == "fork",
+        mode_ceiling=parent.permission_mode,
     )
     checker = _checker(parent, spec)
     if checker is not None:
@@ -76,6 +77,7 @@ def assemble(
         transcript=transcript,
         tool_concurrency=runtime.config.tool_concurrency,
         worktree=workspace.worktree,
+        reminders=spec.reminders,
     )
 
 

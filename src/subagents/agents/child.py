@@ -21,12 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from subagents.agents.definitions import resolve_tool_names
-from subagents.agents.prompts import child_system_prompt
+from subagents.agents.prompts import child_system_prompt, environment_for, profile_of
+from subagents.agents.reminders import reminders_for
 from subagents.agents.runner import AgentFrame
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition
 from subagents.agents.spec import ChildSpec, Workspace
 from subagents.messages import user_message
+from subagents.models.base import Model
 from subagents.permissions.modes import parse_mode
 from subagents.tools.base import Tool, ToolContext
 from subagents.worktrees.lifecycle import WorktreeInfo
@@ -58,15 +60,20 @@ def definition_spec(
     definition = request.definition
     tools = child_tools(definition, parent.tools)
     cwd = request.cwd or parent_ctx.cwd
+    model = runtime.model_for(request.model, definition.model, parent.model)
+    names = [tool.name for tool in tools]
+    reminders = reminders_for(runtime, definition, names)
+    first = reminders.first_message(request.prompt) if reminders else user_message(request.prompt)
     return ChildSpec(
         kind="fresh",
         agent_type=definition.name,
         description=request.description,
         prompt=request.prompt,
-        model=runtime.model_for(request.model, definition.model, parent.model),
-        system=build_system_prompt(runtime, definition, cwd, [tool.name for tool in tools]),
+        model=model,
+        system=build_system_prompt(runtime, definition, cwd, model),
         tools=tools,
-        messages=[user_message(request.prompt)],
+        messages=[first],
+        reminders=reminders.next_blocks if reminders else None,
         max_turns=definition.max_turns,
         definition=definition,
         permission_mode=definition.permission_mode or parent.permission_mode,
@@ -86,8 +93,12 @@ def child_tools(definition: AgentDefinition, parent_tools: list[Tool[Any]]) -> l
 
 
 def build_system_prompt(
-    runtime: AgentRuntime, definition: AgentDefinition, cwd: Path, tool_names: list[str]
+    runtime: AgentRuntime, definition: AgentDefinition, cwd: Path, model: Model
 ) -> str:
-    prompt = child_system_prompt(definition.system_prompt, cwd, tool_names)
-    context = runtime.context_block(read_only=definition.read_only)
-    return f"{prompt}\n\n{context}" if context else prompt
+    """The definition's body, the sub-agent notes, its environment and project context."""
+    return child_system_prompt(
+        definition.system_prompt,
+        environment_for(runtime.project_context, cwd, model),
+        context=runtime.context_block(read_only=definition.read_only),
+        profile=profile_of(model),
+    )

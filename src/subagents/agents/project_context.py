@@ -1,28 +1,54 @@
-"""The project context an agent's system prompt carries: instruction files and a git snapshot.
+"""The project context a system prompt carries: instruction files, a git snapshot, the date.
 
-Full-capability agents get the project's instruction files (``CLAUDE.md``, ``AGENTS.md``, from the
-git root down to the working directory) and a git status snapshot taken once per session. Read-only
-agents (Explore, Plan) get neither: they do not need commit conventions to read code, and they run
-``git status`` themselves when they want fresh state. The snapshot is computed once and reused so
-every request of the session carries the same bytes (prompt-cache friendly).
+Instruction files are found the way Claude Code finds its memory files:
+
+* user level: ``~/.claude/CLAUDE.md`` (instructions for every project);
+* from the filesystem root down to the working directory, in every folder: ``CLAUDE.md``,
+  ``.claude/CLAUDE.md`` and ``AGENTS.md`` (shared with the project), then ``CLAUDE.local.md``
+  (private to this checkout) — nearer folders last, so they read as the more specific;
+* ``@path`` references inside a file import another file (relative to the including file,
+  ``~/`` for home, absolute allowed), at most ``MAX_IMPORT_DEPTH`` levels deep, each file once
+  (a cycle stops at the repeat); references inside code spans and fenced blocks are text.
+
+Only regular files are read (no FIFO, device or directory, whatever a symlink points at), each at
+most ``MAX_FILE_CHARS``, all together at most ``MAX_INSTRUCTIONS_CHARS``. Full-capability agents
+get the instructions and a git status snapshot taken once per session; read-only agents (Explore,
+Plan) get neither (SPEC §2). Everything here is computed once and reused, so every request of the
+session carries the same bytes (prompt-cache friendly).
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
-INSTRUCTION_FILES = ("CLAUDE.md", "AGENTS.md")
+SHARED_FILES = ("CLAUDE.md", ".claude/CLAUDE.md", "AGENTS.md")
+LOCAL_FILES = ("CLAUDE.local.md",)
+MAX_FILE_CHARS = 20_000
 MAX_INSTRUCTIONS_CHARS = 40_000
+MAX_IMPORT_DEPTH = 5
 MAX_GIT_STATUS_CHARS = 2_000
+INSTRUCTIONS_INTRO = (
+    "The user and the project gave the instructions below. They take precedence over the "
+    "general guidance above: follow them exactly."
+)
+_IMPORT = re.compile(r"(?<![\w`])@((?:~/|/|\./|\.\./)?[\w.\-/]+(?:\.[\w]+)?)")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_CODE_SPAN = re.compile(r"`[^`]*`")
 
 
 @dataclass(kw_only=True, frozen=True)
 class ProjectContext:
+    """Facts taken once at session start."""
+
     instructions: str
     git_status: str
+    is_git: bool = False
+    date: str = field(default_factory=lambda: datetime.date.today().isoformat())
 
     def render(self, *, read_only: bool) -> str:
         """The block appended to a system prompt; empty for read-only agents."""
@@ -30,34 +56,91 @@ class ProjectContext:
             return ""
         parts: list[str] = []
         if self.instructions:
-            parts.append(f"<project_instructions>\n{self.instructions}\n</project_instructions>")
+            parts.append(
+                f"<project_instructions>\n{INSTRUCTIONS_INTRO}\n\n{self.instructions}\n"
+                "</project_instructions>"
+            )
         if self.git_status:
             parts.append(f"<git_status>\n{self.git_status}\n</git_status>")
         return "\n\n".join(parts)
 
 
-async def load_project_context(cwd: Path) -> ProjectContext:
+async def load_project_context(cwd: Path, *, home: Path | None = None) -> ProjectContext:
     root = await _git_root(cwd)
     return ProjectContext(
-        instructions=_instructions(cwd, root or cwd),
+        instructions=load_instructions(cwd, Path.home() if home is None else home),
         git_status=await _git_status(cwd) if root is not None else "",
+        is_git=root is not None,
     )
 
 
-def _instructions(cwd: Path, root: Path) -> str:
-    folders = [cwd, *cwd.parents]
-    chain = [f for f in folders if f == root or root in f.parents][::-1] or [cwd]
+def load_instructions(cwd: Path, home: Path) -> str:
+    """Every instruction file in Claude Code's order, imports expanded, bounded in size."""
+    seen: set[Path] = set()
     texts: list[str] = []
-    for folder in chain:
-        for name in INSTRUCTION_FILES:
-            path = folder / name
-            if path.is_file():
-                try:
-                    body = path.read_text(encoding="utf-8", errors="replace").strip()
-                except OSError:
-                    continue
-                texts.append(f"Contents of {path}:\n{body}")
-    return "\n\n".join(texts)[:MAX_INSTRUCTIONS_CHARS]
+    user = home / ".claude" / "CLAUDE.md"
+    _add(user, "user instructions for every project", seen, texts, home, 0)
+    for folder in [*reversed(cwd.parents), cwd]:
+        for name in SHARED_FILES:
+            _add(folder / name, "project instructions", seen, texts, home, 0)
+        for name in LOCAL_FILES:
+            _add(folder / name, "private instructions for this checkout", seen, texts, home, 0)
+    joined = "\n\n".join(texts)
+    if len(joined) > MAX_INSTRUCTIONS_CHARS:
+        joined = joined[:MAX_INSTRUCTIONS_CHARS] + "\n… (instructions truncated)"
+    return joined
+
+
+def _add(path: Path, label: str, seen: set[Path], texts: list[str], home: Path, depth: int) -> None:
+    body = _read_regular(path, seen)
+    if body is None:
+        return
+    texts.append(f"Contents of {path} ({label}):\n{body}")
+    if depth >= MAX_IMPORT_DEPTH:
+        return
+    for target in imports_of(body, path.parent, home):
+        _add(target, f"imported by {path}", seen, texts, home, depth + 1)
+
+
+def _read_regular(path: Path, seen: set[Path]) -> str | None:
+    """The file's text if it is a regular file not read before (by its resolved path)."""
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return None
+    if resolved in seen or not resolved.is_file():
+        return None
+    seen.add(resolved)
+    try:
+        with resolved.open("rb") as handle:
+            raw = handle.read(MAX_FILE_CHARS * 4 + 1)
+    except OSError:
+        return None
+    text = raw.decode("utf-8", errors="replace").strip()
+    if len(text) > MAX_FILE_CHARS:
+        text = text[:MAX_FILE_CHARS] + f"\n… ({path} truncated)"
+    return text
+
+
+def imports_of(text: str, base: Path, home: Path) -> list[Path]:
+    """Paths named by ``@path`` references outside code spans and fenced blocks."""
+    found: list[Path] = []
+    fenced = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        for match in _IMPORT.finditer(_CODE_SPAN.sub("", line)):
+            raw = match.group(1).rstrip(".")
+            if raw.startswith("~/"):
+                found.append(home / raw[2:])
+            elif raw.startswith("/"):
+                found.append(Path(raw))
+            elif "/" in raw or "." in raw:  # @name alone is a mention, not a file
+                found.append(base / raw)
+    return found
 
 
 async def _git(cwd: Path, *args: str) -> str | None:
@@ -73,7 +156,7 @@ async def _git(cwd: Path, *args: str) -> str | None:
     except OSError:
         return None
     out, _ = await proc.communicate()
-    return out.decode(errors="replace").strip() if proc.returncode == 0 else None
+    return out.decode(errors="replace").rstrip() if proc.returncode == 0 else None
 
 
 async def _git_root(cwd: Path) -> Path | None:

@@ -29,7 +29,7 @@ from subagents.events import AgentRef
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome, LoopSpec, LoopStats, run_loop
 from subagents.loop.scheduling import MAX_CONCURRENT_TOOLS
-from subagents.messages import Message, Usage
+from subagents.messages import ContentBlock, Message, Usage
 from subagents.models.base import Model, ToolSchema
 from subagents.models.retry import ModelCaller
 from subagents.permissions.checker import PermissionChecker
@@ -106,6 +106,9 @@ class AgentFrame:
     definition: AgentDefinition | None = None
     is_fork: bool = False
     is_teammate: bool = False
+    mode_ceiling: str | None = None
+    """The most permissive mode this agent may take: its parent's at spawn (None: the main
+    agent). ``ExitPlanMode`` returns a child to it."""
     permissions: PermissionChecker | None = None
     """This agent's permission checker, when rules are in force."""
 
@@ -138,6 +141,8 @@ class AgentJob:
     """What the parent can use (does it have Read or Bash to look at an output file?)."""
     worktree: WorktreeInfo | None = None
     """The child's isolated worktree; settled at the end."""
+    reminders: Callable[[], list[ContentBlock]] | None = None
+    """Blocks for each user message the loop builds: catalog changes, critical reminder."""
     logged_messages: int = 0
     """Leading ``messages`` already in the transcript (a resumed session's history), so they
     are not written twice."""
@@ -192,6 +197,7 @@ async def run_agent(job: AgentJob) -> LoopOutcome:
         tool_schemas=job.tool_schemas,
         stats=run.stats,
         tool_concurrency=job.tool_concurrency,
+        reminders=job.reminders,
     )
     outcome: LoopOutcome | None = None
     try:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from subagents.agents.catalog import DefinitionWatch
 from subagents.agents.definitions import DefinitionSet
 from subagents.agents.project_context import ProjectContext
 from subagents.agents.runner import AgentRun
@@ -39,6 +40,8 @@ class AgentRuntime:
     retry: RetryPolicy
     fallback: Model | None = None
     project_context: ProjectContext | None = None
+    definitions_watch: DefinitionWatch | None = None
+    """Reloads ``definitions`` when a definition file changes (``agents.catalog``)."""
     transcripts: bool = True
     permissions: PermissionChecker | None = None
     """The session's permission checker, when configured."""

@@ -34,13 +34,13 @@ assembly: see docs/agents.md, "One child, from spec to record".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from subagents.agents.schema import AgentDefinition
-from subagents.messages import Message
+from subagents.messages import ContentBlock, Message
 from subagents.models.base import Model, ToolSchema
 from subagents.permissions.modes import PermissionMode
 from subagents.store.records import Lineage
@@ -96,6 +96,9 @@ class ChildSpec:
     lineage: Lineage | None = None
     """None: a new lineage rooted at the child itself."""
     workspace: Workspace = field(default_factory=Workspace)
+    reminders: Callable[[], list[ContentBlock]] | None = None
+    """Blocks for every later user message: catalog changes, critical reminder
+    (``agents.reminders``)."""
 
     def tool_names(self) -> list[str]:
         return [tool.name for tool in self.tools]

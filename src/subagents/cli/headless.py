@@ -96,6 +96,11 @@ def _session_from_args(args: argparse.Namespace) -> Session:
         agents_json=args.agents,
         permission_mode=args.permission_mode,
         settings_file=Path(args.settings).expanduser() if args.settings else None,
+        system_prompt=args.system_prompt,
+        system_prompt_file=(
+            Path(args.system_prompt_file).expanduser() if args.system_prompt_file else None
+        ),
+        append_system_prompt=args.append_system_prompt,
     )
     return Session(options)
 
@@ -167,7 +172,7 @@ class _Printer:
         return (
             self.format == "text"
             and isinstance(event, ProgressEvent)
-            and event.subtype == "agent_progress"
+            and event.subtype in ("agent_progress", "todos")
         )
 
     def finish(self, result: RunResult) -> None:
@@ -186,6 +191,8 @@ def _write_json(data: dict[str, Any]) -> None:
 def progress_line(event: ProgressEvent) -> str:
     """``[Explore a1b2c3d4e] 3 tool uses · 1234 tokens · 4.1 s · Grep: TODO``"""
     data, agent = event.data, event.agent
+    if event.subtype == "todos":
+        return f"[{agent.agent_type} {agent.agent_id}] todos: {data.get('summary', '')}"
     activities = data.get("recent_activities") or []
     last = f" · {activities[-1]}" if activities else ""
     return (

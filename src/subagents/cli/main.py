@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue the project's latest session",
     )
     parser.add_argument("--verbose", action="store_true", help="show child progress lines")
+    prompts = parser.add_mutually_exclusive_group()
+    prompts.add_argument("--system-prompt", metavar="TEXT", help="replace the system prompt")
+    prompts.add_argument("--system-prompt-file", metavar="FILE", help="replace it from a file")
+    parser.add_argument(
+        "--append-system-prompt", metavar="TEXT", help="add text at the end of the system prompt"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     _register_subcommands(subparsers)
     return parser

@@ -93,6 +93,8 @@ class LoopSpec:
     """Counters to update in place (so others can watch a running loop); default: fresh ones."""
     tool_schemas: list[Any] | None = None
     """Exact schema array to send (a fork reuses its parent's bytes); default: from ``tools``."""
+    reminders: Callable[[], list[ContentBlock]] | None = None
+    """Blocks appended to every user message the loop builds (``agents.reminders``)."""
 
 
 @dataclass(kw_only=True)
@@ -276,7 +278,7 @@ class _Loop:
         if hooks is not None:
             verdict = await hooks.stop(assistant_text(message), self.ctx)
             if verdict.block:
-                self._append(user_message([text_block(verdict.reason)]))
+                self._append(user_message([text_block(verdict.reason), *self._reminders()]))
                 return True
         return False
 
@@ -284,7 +286,7 @@ class _Loop:
         """After a final answer, waiting input becomes the next user message."""
         blocks = self._inbox_blocks()
         if blocks:
-            self._append(user_message(blocks))
+            self._append(user_message([*blocks, *self._reminders()]))
 
     def _inbox_blocks(self) -> list[ContentBlock]:
         inbox = self.spec.inbox
@@ -292,10 +294,15 @@ class _Loop:
             return []
         return [text_block(text) for text in inbox.drain()]
 
+    def _reminders(self) -> list[ContentBlock]:
+        reminders = self.spec.reminders
+        return reminders() if reminders is not None else []
+
     def _record_tool_results(self, turn: TurnResults) -> None:
         results = turn.completed()
         # Input that arrived during the turn rides along with its tool results.
         blocks: list[ContentBlock] = [r.block for r in results] + self._inbox_blocks()
+        blocks += self._reminders()
         self.stats.call_outputs.extend(results)
         message = user_message(blocks)
         self._append(message)

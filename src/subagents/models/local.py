@@ -198,7 +198,16 @@ class LocalModel:
     sampling: dict[str, Any] = field(default_factory=dict)
     """Extra llama.cpp sampling fields (``dry_multiplier``, ``repeat_penalty``, ...)."""
     provider: str = "local"
+    prompt_profile: str = "compact"
+    """A 1.5B model with a 16k window gets the short guidance (``agents.prompts``)."""
     _verified: Path | None = field(default=None, init=False, repr=False)
+
+    @property
+    def display_name(self) -> str:
+        """The model file's own name, for the environment block."""
+        if self.spec is not None:
+            return f"{self.spec.general_name} (embedded, llama.cpp)"
+        return f"{self.path.name if self.path else self.name} (embedded, llama.cpp)"
 
     def model_path(self) -> Path:
         """The file to load; for a pinned model, verified (hash and GGUF name) once first."""

@@ -66,9 +66,16 @@ def render_system(system: str, tools: Sequence[ToolSchema]) -> str:
     ]
     for tool in [*tools, ToolSchema(name=reply, description=_REPLY_DESCRIPTION, input_schema={})]:
         schema = _REPLY_SCHEMA if tool.name == reply else inline_refs(tool.input_schema)
-        lines.append(f"- {tool.name}: {tool.description.strip()}")
+        lines.append(f"- {tool.name}: {summary_paragraph(tool.description)}")
         lines.append(f"  input schema: {json.dumps(schema, separators=(',', ':'))}")
     return "\n".join(lines).lstrip()
+
+
+def summary_paragraph(description: str) -> str:
+    """A tool description's first paragraph. Descriptions open with a self-contained summary
+    (``tools/descriptions.py``); a 16k-token window on a 2-core CPU cannot afford the rest for
+    every tool on every request, and the input schema's field descriptions still come along."""
+    return description.split("\n\n", 1)[0].strip()
 
 
 def render_messages(

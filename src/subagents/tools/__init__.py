@@ -13,7 +13,18 @@ def core_tools() -> list[Tool[Any]]:
     from subagents.tools.edit import EditTool
     from subagents.tools.glob import GlobTool
     from subagents.tools.grep import GrepTool
+    from subagents.tools.notebook_edit import NotebookEditTool
     from subagents.tools.read import ReadTool
+    from subagents.tools.web_fetch import WebFetchTool
     from subagents.tools.write import WriteTool
 
-    return [BashTool(), GlobTool(), GrepTool(), ReadTool(), EditTool(), WriteTool()]
+    return [
+        BashTool(),
+        GlobTool(),
+        GrepTool(),
+        ReadTool(),
+        EditTool(),
+        WriteTool(),
+        NotebookEditTool(),
+        WebFetchTool(),
+    ]

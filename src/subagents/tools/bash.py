@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from subagents.processes import kill_group
+from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
 from subagents.tools.bash_parse import is_read_only_command
 
@@ -78,14 +79,10 @@ class BashTool(Tool[BashInput]):
     """Runs ``/bin/bash -c COMMAND`` in ``ctx.cwd`` with ``ctx.env`` overlaid on the environment."""
 
     name = "Bash"
-    description = (
-        "Run a bash command in the working directory and return its combined stdout and stderr.\n"
-        f"- Times out after {DEFAULT_TIMEOUT_MS} ms unless `timeout` is given (max "
-        f"{MAX_TIMEOUT_MS} ms); the whole process tree is then killed.\n"
-        "- stdin is closed: use non-interactive flags (-y, --yes, --no-edit, CI=1).\n"
-        f"- Output past {MAX_OUTPUT_CHARS} characters is cut in the middle.\n"
-        "- A non-zero exit is reported as an error with its exit code.\n"
-        "- Prefer the Read, Grep and Glob tools to cat, grep and find for reading files."
+    description = descriptions.BASH.format(
+        default_timeout_ms=DEFAULT_TIMEOUT_MS,
+        max_timeout_ms=MAX_TIMEOUT_MS,
+        max_output_chars=MAX_OUTPUT_CHARS,
     )
     input_model = BashInput
 

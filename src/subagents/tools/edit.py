@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
 from subagents.tools.paths import resolve_path
 
@@ -22,13 +23,7 @@ SNIPPET_CONTEXT_LINES = 4
 ENCODING = "utf-8"
 ERRORS = "surrogateescape"
 
-DESCRIPTION = """Performs an exact string replacement in a file.
-
-- old_string must match the file exactly, including whitespace and indentation (do not include
-  the line-number prefix that Read shows).
-- The edit fails if old_string occurs more than once: add surrounding context to make it unique,
-  or set replace_all to true to replace every occurrence.
-- An empty old_string creates a new file (or fills an empty one) with new_string."""
+DESCRIPTION = descriptions.EDIT
 
 
 class EditInput(ToolInput):

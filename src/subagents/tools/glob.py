@@ -14,19 +14,14 @@ from pathlib import Path
 
 from pydantic import Field
 
+from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
 from subagents.tools.paths import allowed_roots, display_path, resolve_path
 from subagents.tools.walk import compile_glob, iter_files, split_literal_prefix
 
 MAX_RESULTS = 100
 
-DESCRIPTION = f"""Fast file pattern matching.
-
-- Supports glob patterns like "**/*.js", "src/**/*.ts" or "*.{{ts,tsx}}"; "*" does not cross "/",
-  so "*.py" matches only in the search directory and "**/*.py" matches at any depth.
-- path is the directory to search (default: the working directory).
-- Returns matching file paths sorted by modification time, newest first, at most {MAX_RESULTS}.
-- Contents of .git directories are skipped."""
+DESCRIPTION = descriptions.GLOB.format(max_results=MAX_RESULTS)
 
 
 class GlobInput(ToolInput):

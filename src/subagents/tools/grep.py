@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
 from subagents.tools.glob import newest_first, search_directory
 from subagents.tools.paths import allowed_roots, display_path, resolve_path
@@ -30,17 +31,9 @@ PATTERN_EXCERPT_CHARS = 80
 
 OutputMode = Literal["content", "files_with_matches", "count"]
 
-DESCRIPTION = f"""Searches file contents with a regular expression (Python `re` syntax).
-
-- path: a file or directory to search (default: the working directory).
-- glob: filter file names, e.g. "*.py", "**/*.ts" or "*.{{ts,tsx}}" (a glob without "/" matches
-  the file name at any depth).
-- output_mode: "files_with_matches" (default; file paths, newest first), "content" (matching
-  lines as path:line:text) or "count" (matching lines per file).
-- "-i": case-insensitive. "-n": line numbers in content mode (default true).
-- head_limit: show only the first N results (files, lines or counts).
-- Binary files, files over {MAX_FILE_BYTES // (1024 * 1024)} MiB and .git contents are skipped;
-  matched lines are cut at {MAX_LINE_CHARS} characters."""
+DESCRIPTION = descriptions.GREP.format(
+    max_file_mib=MAX_FILE_BYTES // (1024 * 1024), max_line_chars=MAX_LINE_CHARS
+)
 
 
 class GrepInput(ToolInput):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
 from subagents.tools.paths import resolve_path
 
@@ -28,16 +29,11 @@ MAX_OUTPUT_CHARS = 100_000
 BINARY_SNIFF_BYTES = 8192
 NEWLINE = "\n"
 
-DESCRIPTION = f"""Reads a file from the local filesystem.
-
-- file_path may be absolute or relative to the working directory; it must lie inside the working
-  directory or an added directory.
-- By default it reads up to {DEFAULT_LINE_LIMIT} lines from the start of the file. For long files
-  give offset (1-based line number) and limit (number of lines).
-- Lines longer than {MAX_LINE_CHARS} characters are cut.
-- Files larger than {MAX_FILE_BYTES // 1024} KiB must be read in parts with offset/limit.
-- Results are numbered like `cat -n`: line number, a tab, then the line.
-- Binary files and directories cannot be read; use Glob or Bash `ls` to list a directory."""
+DESCRIPTION = descriptions.READ.format(
+    line_limit=DEFAULT_LINE_LIMIT,
+    max_file_kib=MAX_FILE_BYTES // 1024,
+    max_line_chars=MAX_LINE_CHARS,
+)
 
 
 class ReadInput(ToolInput):

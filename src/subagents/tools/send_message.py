@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
 
 
@@ -28,12 +29,7 @@ class SendMessageInput(ToolInput):
 
 class SendMessageTool(Tool[SendMessageInput]):
     name = "SendMessage"
-    description = (
-        "Send a message to another agent of this session, by the name given at launch or by its "
-        "agent id. A running agent reads it at its next turn. A finished agent is resumed in the "
-        "background to answer it (you are notified when it is done); its name then points to "
-        "the new run."
-    )
+    description = descriptions.SEND_MESSAGE
     input_model = SendMessageInput
     requires_permission = False
 

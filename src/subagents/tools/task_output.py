@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from subagents.tools import descriptions
 from subagents.tools.base import (
     CallInfo,
     TaskService,
@@ -41,11 +42,7 @@ class TaskOutputInput(ToolInput):
 class TaskOutputTool(Tool[TaskOutputInput]):
     name = "TaskOutput"
     aliases = ("AgentOutputTool", "BashOutputTool")
-    description = (
-        "Get the full output of a background task (agent or shell) by its id, waiting for it to "
-        "finish when block is true. You are notified of completions automatically: use this only "
-        "when you need the full result, not to poll."
-    )
+    description = descriptions.TASK_OUTPUT
     input_model = TaskOutputInput
     max_result_chars = 160_000
 

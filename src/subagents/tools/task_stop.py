@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolInput, ToolOutput
 from subagents.tools.task_output import task_service
 
@@ -15,10 +16,7 @@ class TaskStopInput(ToolInput):
 class TaskStopTool(Tool[TaskStopInput]):
     name = "TaskStop"
     aliases = ("KillShell",)
-    description = (
-        "Stop a running background task: the agent is aborted (its shells killed) or the shell's "
-        "process group is killed. The task ends with status 'killed'."
-    )
+    description = descriptions.TASK_STOP
     input_model = TaskStopInput
     requires_permission = False
 

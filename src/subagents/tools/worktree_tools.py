@@ -22,6 +22,7 @@ from typing import Literal
 from pydantic import Field
 
 from subagents.hooks.config import HookConfig
+from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
 from subagents.worktrees.hooks import (
     create_with_hooks,
@@ -39,15 +40,9 @@ from subagents.worktrees.lifecycle import (
     worktree_changes,
 )
 
-ENTER_DESCRIPTION = """Creates an isolated git worktree on a new branch from the current HEAD and
-switches this session's working directory into it. Use it when asked to work in a worktree or
-to keep experimental edits away from the main checkout. One worktree can be active at a time;
-call ExitWorktree to return."""
+ENTER_DESCRIPTION = descriptions.ENTER_WORKTREE
 
-EXIT_DESCRIPTION = """Leaves the worktree entered with EnterWorktree and returns to the previous
-working directory. action "keep" leaves the worktree and its branch on disk; "remove" deletes
-both, and is refused while there are uncommitted changes or new commits unless discard_changes
-is true."""
+EXIT_DESCRIPTION = descriptions.EXIT_WORKTREE
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 

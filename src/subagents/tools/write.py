@@ -13,14 +13,11 @@ from pathlib import Path
 
 from pydantic import Field
 
+from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
 from subagents.tools.paths import resolve_path
 
-DESCRIPTION = """Writes a file to the local filesystem, replacing it if it already exists.
-
-- file_path may be absolute or relative to the working directory; it must lie inside the working
-  directory or an added directory. Missing parent directories are created.
-- Prefer Edit for changing part of an existing file; Write replaces the whole content."""
+DESCRIPTION = descriptions.WRITE
 
 
 class WriteInput(ToolInput):
