@@ -27,7 +27,7 @@ from subagents.permissions import (
     serialized,
 )
 from subagents.permissions.globs import glob_to_regex
-from subagents.permissions.rules import RuleScope, bash_specifier_matches, rule_matches
+from subagents.permissions.rules import RuleScope, bash_specifier_matches, parse_rules, rule_matches
 from subagents.tools.base import (
     CallInfo,
     PermissionResult,
@@ -150,16 +150,54 @@ def test_parse_rule_forms() -> None:
     assert parse_rule("Bash") == PermissionRule(tool="Bash")
     assert parse_rule("Bash(git status:*)", "x") == PermissionRule("Bash", "git status:*", "x")
     assert parse_rule("Bash(echo (hi))").specifier == "echo (hi)"
-    assert parse_rule("Bash()").specifier is None
     assert parse_rule("Read(*)").specifier is None
     assert str(parse_rule("Read(./src/**)")) == "Read(./src/**)"
     assert parse_rule("mcp__github__create_issue").tool == "mcp__github__create_issue"
 
 
-@pytest.mark.parametrize("text", ["", "Bash(", "(x)", "Bash x", "Bash(x"])
+@pytest.mark.parametrize("text", ["", "Bash(", "(x)", "Bash x", "Bash(x", "Bash()", "bash(x)"])
 def test_parse_rule_rejects_malformed(text: str) -> None:
     with pytest.raises(ValueError, match=r"invalid permission rule .* in /s\.json"):
         parse_rule(text, "/s.json")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("bash(rm:*)", "did you mean 'Bash(rm:*)'?"),
+        ("BASH(rm:*)", "case-sensitive; did you mean 'Bash(rm:*)'?"),
+        ("bAsh(rm:*)", "did you mean 'Bash(rm:*)'?"),
+        ("read(./secret)", "did you mean 'Read(./secret)'?"),
+        ("Bash(rm:*))", "unmatched ')'"),
+        ("Bash(rm -rf /)*", "ends at the closing ')'"),
+        ("Bash(", "ends at the closing ')'"),
+        ("Bash()", "empty parentheses"),
+        ("Bash(:*)", "prefix before ':*' is empty"),
+        ("Bash(git:* push)", "':*' must be at the end"),
+        ("mcp__github__x(y)", "MCP rules take no"),
+        ("   ", "the rule is empty"),
+    ],
+)
+def test_invalid_rules_are_warnings_naming_rule_and_source(text: str, problem: str) -> None:
+    rules, warnings = parse_rules([text, "Bash(ls:*)"], "/p/.claude/settings.json", behavior="deny")
+    assert [str(r) for r in rules] == ["Bash(ls:*)"]  # one bad rule never drops the others
+    (warning,) = warnings
+    assert warning.startswith(
+        f"/p/.claude/settings.json: permissions.deny: invalid permission rule {text!r} was skipped"
+    )
+    assert problem in warning
+
+
+def test_tool_names_match_exactly_and_wildcards_only_in_deny_and_ask(repo: Path) -> None:
+    assert parse_rules(["*", "mcp__*"], "s", behavior="deny")[1] == []
+    assert "only in deny and ask" in parse_rules(["*"], "s", behavior="allow")[1][0]
+    assert parse_rules(["mcp__github__*"], "s", behavior="allow")[1] == []
+    ctx_ = context(repo, mode="bypassPermissions", deny=["*"])
+    assert verdict(ctx_, READ, repo, file_path=str(repo / "a")) == "deny"
+    assert verdict(ctx_, BASH, repo, command="ls") == "deny"
+    ctx_ = context(repo, mode="bypassPermissions", deny=["Bas*(rm:*)"])
+    assert verdict(ctx_, BASH, repo, command="rm x") == "deny"
+    assert verdict(ctx_, BASH, repo, command="ls") == "allow"
 
 
 # --------------------------------------------------------------------------- Bash matching
@@ -348,16 +386,17 @@ def test_deny_on_any_part_denies_even_in_bypass_mode(repo: Path, command: str) -
 
 
 def test_command_forms_only_tighten(repo: Path) -> None:
-    from subagents.permissions.commands import command_forms
+    from subagents.tools.bash_commands import analyze
 
-    assert command_forms("sudo -u me env A=1 /usr/bin/rm -rf x") == [
+    (invocation,) = analyze("sudo -u me env A=1 /usr/bin/rm -rf x").invocations
+    assert [form.text for form in invocation.forms] == [
         "sudo -u me env A=1 /usr/bin/rm -rf x",
         "env A=1 /usr/bin/rm -rf x",
         "/usr/bin/rm -rf x",
         "rm -rf x",
     ]
-    assert command_forms("git status") == ["git status"]
-    # an allow rule sees only the command as written: `sudo npm test` is not `npm test`
+    assert [form.text for form in analyze("git status").invocations[0].forms] == ["git status"]
+    # allow rules do not see through sudo: `sudo npm test` is not `npm test`
     ctx_ = context(repo, allow=["Bash(npm test:*)"])
     assert verdict(ctx_, BASH, repo, command="sudo npm test") == "ask"
 

@@ -220,11 +220,14 @@ def test_empty_file_holds_no_settings(dirs: dict[str, Path]) -> None:
     assert load(dirs).sources == [path]
 
 
-def test_bad_rule_text_names_its_file(dirs: dict[str, Path]) -> None:
-    path = write(dirs["project"] / ".claude/settings.json", {"permissions": {"deny": ["Bash("]}})
-    settings = load(dirs)
-    with pytest.raises(SettingsError, match=rf"^{path}: permissions\.deny: invalid permission"):
-        context_from_settings(settings, cwd=dirs["project"])
+def test_bad_rule_text_is_a_warning_naming_its_file(dirs: dict[str, Path]) -> None:
+    rules = {"permissions": {"deny": ["Bash(", "Bash(rm:*)"]}}
+    path = write(dirs["project"] / ".claude/settings.json", rules)
+    warnings: list[str] = []
+    context = context_from_settings(load(dirs), cwd=dirs["project"], on_warning=warnings.append)
+    assert [str(r) for r in context.deny] == ["Bash(rm:*)"]  # the other rules still hold
+    (warning,) = warnings
+    assert warning.startswith(f"{path}: permissions.deny: invalid permission rule 'Bash('")
 
 
 def test_context_from_settings_keeps_sources_and_mode(dirs: dict[str, Path]) -> None:

@@ -236,7 +236,7 @@ class Session:
 
     def _permissions(self, settings: Settings) -> PermissionChecker:
         mode = parse_mode(self.options.permission_mode) if self.options.permission_mode else None
-        context = context_from_settings(settings, cwd=self.cwd, mode=mode)
+        context = context_from_settings(settings, cwd=self.cwd, mode=mode, on_warning=self._warn)
         return PermissionChecker(context=context, ask_callback=self.options.ask_callback)
 
     def _hooks(self, settings: Settings) -> HookEngine | None:

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from subagents.events import AgentRef
 from subagents.permissions.context import PermissionContext
-from subagents.permissions.decision import Decision, decide
+from subagents.permissions.decision import Decision, decide_off_loop
 from subagents.permissions.denials import DenialLimits, DenialTracker
 from subagents.permissions.rules import PermissionRule
 from subagents.tools.base import ALLOW, HOOK_APPROVED, PermissionResult, Tool, ToolContext
@@ -87,7 +87,7 @@ class PermissionChecker:
                 behavior="deny",
                 message=f"Permission to use {tool.name} was denied. {tracker.stop_message()}",
             )
-        decision = decide(self.context, tool, args, ctx)
+        decision = await decide_off_loop(self.context, tool, args, ctx)
         if decision.behavior == "ask":
             decision = await self._resolve_ask(decision, tool, args, ctx)
         if decision.behavior == "allow":
@@ -138,10 +138,11 @@ class PermissionChecker:
                 "permission prompts (fail rather than hang)"
             )
         if self.ask_callback is None:
+            why = f" ({decision.message})" if decision.message else ""
             return _deny(
                 f"Permission to use {subject} was denied: it needs approval and this run has "
                 "no one to ask (headless). Add an allow rule to the settings or choose "
-                "another permission mode."
+                f"another permission mode.{why}"
             )
         request = PermissionRequest(
             tool_name=tool.name,

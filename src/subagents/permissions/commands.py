@@ -1,75 +1,160 @@
-"""The forms of one simple command that ``deny`` and ``ask`` rules are matched against.
+"""Bash rules against an analysed command (``tools.bash_commands.analyze``).
 
-A deny rule ``Bash(rm:*)`` is meant to stop ``rm``, however it is spelled. Splitting compound
-commands (``bash_parse.split_commands``) handles ``a && rm x``; this module handles the spellings
-of a single command that run ``rm`` while starting with another word: leading variable
-assignments (``FOO=1 rm x``), a path to the program (``/bin/rm x``), and wrappers that run their
-arguments as a command (``sudo``, ``env``, ``xargs``, ``timeout 5``, ``nohup``, ``nice``,
-``command``, ``exec``, ``time``...). Each unwrapping step adds a form; a deny or ask rule that
-matches any form applies. Allow rules are matched only against the command as written, so
-unwrapping can only ever make a decision stricter.
+- ``deny_or_ask_hit``: the first deny/ask rule that matches any form of any invocation (the
+  command as written, each wrapper removed, nested commands), the source text of a simple
+  command, or the whole line; a form with computed words gives a *possible* hit.
+- ``unknown_runner``: an unknown program whose literal arguments name the program of a deny/ask
+  rule (``foo rm f`` with ``Bash(rm:*)``): it may be a wrapper this checker does not know.
+- ``invocation_allowed``: an allow rule (or being read-only) covers the invocation, looking
+  through transparent wrappers only (``timeout 9 npm test`` is ``npm test``; ``sudo rm`` is not
+  ``rm``).
+
+See ``docs/bash-permissions.md`` for the whole order of the decision.
 """
 
 from __future__ import annotations
 
-import shlex
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
-from subagents.tools.bash_parse import ASSIGNMENT
-from subagents.tools.bash_readonly import XARGS_VALUE_OPTIONS
+from subagents.permissions.rules import (
+    PermissionRule,
+    bash_rule_matches,
+    bash_rule_may_match,
+    covers_tool,
+    is_prefix_rule,
+    rule_program,
+)
+from subagents.tools.bash_commands import Analysis, Form, Invocation, harmless_assignment
+from subagents.tools.bash_readonly import invocation_read_only, known_program
+from subagents.tools.bash_wrappers import ESCALATING, SHELLS, TRANSPARENT, is_wrapper
 
-# Wrapper → options of it that take a separate value (so the value is not taken as the command).
-_WRAPPERS: dict[str, frozenset[str]] = {
-    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}),
-    "env": frozenset({"-u", "-C", "-S"}),
-    "xargs": XARGS_VALUE_OPTIONS,
-    "nice": frozenset({"-n"}),
-    "nohup": frozenset(),
-    "command": frozenset(),
-    "builtin": frozenset(),
-    "exec": frozenset({"-a"}),
-    "time": frozenset({"-f", "-o"}),
-    "stdbuf": frozenset(),
-    "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
-    "doas": frozenset({"-u", "-C"}),
-}
-_TAKES_POSITIONAL = frozenset({"timeout"})  # `timeout 5 CMD`: the duration comes first
-
-
-def command_forms(command: str) -> list[str]:
-    """``command`` as written, then each form with one more wrapper/assignment/path removed."""
-    forms = [command.strip()]
-    words = _words(command)
-    while words:
-        stripped = _strip_one(words)
-        if stripped is None or stripped == words:
-            break
-        words = stripped
-        form = " ".join(words)
-        if form and form not in forms:
-            forms.append(form)
-    return forms
+__all__ = [
+    "RuleHit",
+    "bash_rules",
+    "deny_or_ask_hit",
+    "invocation_allowed",
+    "unknown_runner",
+]
 
 
-def _words(command: str) -> list[str]:
-    try:
-        return shlex.split(command, comments=False, posix=True)
-    except ValueError:  # unbalanced quotes: fall back to whitespace words
-        return command.split()
+@dataclass(frozen=True, slots=True)
+class RuleHit:
+    """A rule that applies to part of a command; ``certain`` is False for a possible match."""
+
+    rule: PermissionRule
+    part: str
+    certain: bool = True
 
 
-def _strip_one(words: list[str]) -> list[str] | None:
-    head = words[0]
-    if ASSIGNMENT.match(head):
-        return words[1:]
-    program = head.rsplit("/", 1)[-1]
-    if program != head:
-        return [program, *words[1:]]
-    options = _WRAPPERS.get(program)
-    if options is None:
+def bash_rules(rules: Sequence[PermissionRule]) -> list[PermissionRule]:
+    """The rules that govern Bash."""
+    return [rule for rule in rules if covers_tool(rule, ("Bash",))]
+
+
+def deny_or_ask_hit(rules: Sequence[PermissionRule], analysis: Analysis) -> RuleHit | None:
+    """The first rule matching any spelling of any part; a certain match beats a possible one."""
+    rules = bash_rules(rules)
+    if not rules:
         return None
-    index = 1
-    while index < len(words) and (words[index].startswith("-") or ASSIGNMENT.match(words[index])):
-        index += 2 if words[index] in options else 1
-    if program in _TAKES_POSITIONAL and index < len(words):
-        index += 1
-    return words[index:]
+    possible: RuleHit | None = None
+    for invocation in analysis.invocations:
+        part = invocation.command.source or invocation.forms[0].text
+        texts = (invocation.command.source, *(form.text for form in invocation.forms))
+        for rule in rules:
+            if any(bash_rule_matches(rule, text) for text in texts):
+                return RuleHit(rule, part)
+            if possible is None and _may_match(rule, invocation.forms):
+                possible = RuleHit(rule, part, certain=False)
+    for rule in rules:
+        if bash_rule_matches(rule, analysis.command):
+            return RuleHit(rule, analysis.command)
+    return possible
+
+
+def _may_match(rule: PermissionRule, forms: Sequence[Form]) -> bool:
+    for form in forms:
+        prefix = form.literal_prefix  # "" = a computed program name: reported as unseen instead
+        if prefix and bash_rule_may_match(rule, prefix):
+            return True
+    return False
+
+
+def unknown_runner(rules: Sequence[PermissionRule], analysis: Analysis) -> RuleHit | None:
+    """An unknown program given the name of a denied/asked program in an argument.
+
+    ``mywrap rm f``, ``awk 'BEGIN{system("rm f")}'``, ``ln -s /bin/rm x``: a program this
+    checker does not know may run (or set up) what the rule names.
+    """
+    names: dict[str, PermissionRule] = {}
+    for rule in bash_rules(rules):
+        program = rule_program(rule)
+        if program is not None:
+            names.setdefault(program, rule)
+    if not names:
+        return None
+    pattern = re.compile(
+        r"(?<![\w.-])(?:[\w./-]*/)?(" + "|".join(map(re.escape, names)) + r")(?![\w.-])"
+    )
+    for invocation in analysis.invocations:
+        form = invocation.last
+        program = form.program
+        if program is None or program in names or _known(program):
+            continue
+        for word in form.words[1:]:
+            match = pattern.search(word.text) if word.literal else None
+            if match is not None:
+                rule = names[match.group(1)]
+                return RuleHit(rule, invocation.command.source or form.text, certain=False)
+    return None
+
+
+def _known(program: str) -> bool:
+    return known_program(program) or is_wrapper(program) or program in SHELLS
+
+
+def invocation_allowed(invocation: Invocation, allow: Sequence[PermissionRule]) -> bool:
+    """Whether the invocation is read-only or an allow rule covers what it runs."""
+    if invocation_read_only(invocation):
+        return True
+    writes = invocation.command.writes
+    rules = [r for r in bash_rules(allow) if not (writes and is_prefix_rule(r))]
+    exact = [r for r in rules if not is_prefix_rule(r)]
+    command = invocation.command
+    if command.source_complete and any(bash_rule_matches(r, command.source) for r in exact):
+        return True  # an exact rule for this simple command as written
+    if not rules:
+        return False
+    if invocation.opaque is not None or invocation.end == "opaque":
+        first = invocation.forms[0]
+        return first.program is not None and any(bash_rule_matches(r, first.text) for r in rules)
+    if invocation.end in ("none", "container") and not _escalates(invocation):
+        return not writes  # runs nothing itself (its nested commands are checked on their own)
+    return any(
+        bash_rule_matches(rule, text) for text in _eligible_texts(invocation) for rule in rules
+    )
+
+
+def _escalates(invocation: Invocation) -> bool:
+    return any(form.program in ESCALATING for form in invocation.forms)
+
+
+def _eligible_texts(invocation: Invocation) -> Iterator[str]:
+    """The forms an allow rule may match: through transparent wrappers to the program, and any
+    form that starts with a privilege wrapper (a rule must name ``sudo`` to cover ``sudo x``).
+
+    Assignments that could change what the program does stay in front of the text, so
+    ``PAGER=x git log`` is not covered by ``Bash(git log:*)``.
+    """
+    unsafe = [a.source for a in invocation.assignments if not harmless_assignment(a, bare=False)]
+    prefix = " ".join(unsafe)
+    forms = invocation.forms
+    if prefix:
+        yield f"{prefix} {forms[0].text}"
+        return
+    for index, form in enumerate(forms):
+        if form.program in ESCALATING or index == len(forms) - 1:
+            yield form.text
+        if form.via is not None and form.via not in TRANSPARENT:
+            return

@@ -10,13 +10,13 @@ and a property test checks it over generated trees.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from subagents.permissions.modes import PermissionMode, cap_mode
-from subagents.permissions.rules import AGENT_TOOL_NAMES, PermissionRule, RuleScope, parse_rule
-from subagents.settings import RULE_BEHAVIORS, Settings, SettingsError
+from subagents.permissions.rules import AGENT_TOOL_NAMES, PermissionRule, RuleScope, parse_rules
+from subagents.settings import RULE_BEHAVIORS, Settings
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -108,21 +108,31 @@ def context_from_settings(
     tools: Iterable[str] | None = None,
     allowed_tools: Iterable[str] = (),
     disallowed_tools: Iterable[str] = (),
+    on_warning: Callable[[str], None] | None = None,
 ) -> PermissionContext:
     """The main agent's context: settings rules, plus CLI ``--allowedTools``/``--disallowedTools``.
 
-    ``mode`` (``--permission-mode``) overrides the settings' ``defaultMode``. A rule that does
-    not parse raises ``SettingsError`` naming the settings file it came from.
+    ``mode`` (``--permission-mode``) overrides the settings' ``defaultMode``. A rule that is not
+    valid is skipped and reported to ``on_warning`` as one plain string naming the rule and the
+    file (or option) it came from, as Claude Code does: one bad rule never drops the others.
     """
     parsed: dict[str, list[PermissionRule]] = {behavior: [] for behavior in RULE_BEHAVIORS}
+    warnings: list[str] = []
     for behavior in RULE_BEHAVIORS:
         for entry in settings.rules(behavior):
-            try:
-                parsed[behavior].append(parse_rule(entry.rule, str(entry.source)))
-            except ValueError as exc:
-                raise SettingsError(f"{entry.source}: permissions.{behavior}: {exc}") from None
-    parsed["allow"] += _cli_rules(allowed_tools, "--allowedTools")
-    parsed["deny"] += _cli_rules(disallowed_tools, "--disallowedTools")
+            rules, problems = parse_rules([entry.rule], str(entry.source), behavior=behavior)
+            parsed[behavior] += rules
+            warnings += problems
+    for behavior, texts, source in (
+        ("allow", allowed_tools, "--allowedTools"),
+        ("deny", disallowed_tools, "--disallowedTools"),
+    ):
+        rules, problems = parse_rules(texts, source, behavior=behavior)
+        parsed[behavior] += rules
+        warnings += problems
+    for warning in warnings:
+        if on_warning is not None:
+            on_warning(warning)
     return PermissionContext(
         mode=mode or settings.default_mode or "default",
         project_root=cwd.resolve(strict=False),
@@ -133,13 +143,3 @@ def context_from_settings(
         additional_directories=tuple(settings.additional_directories),
         tools=None if tools is None else frozenset(tools),
     )
-
-
-def _cli_rules(texts: Iterable[str], source: str) -> list[PermissionRule]:
-    rules = []
-    for text in texts:
-        try:
-            rules.append(parse_rule(text, source))
-        except ValueError as exc:
-            raise ValueError(f"{source}: {exc}") from None
-    return rules

@@ -12,26 +12,30 @@ Order (first that applies wins):
 8. ``acceptEdits`` and a file edit inside the working roots → allow;
 9. otherwise → ask.
 
-A Bash command is split into its simple commands (``bash_parse.split_commands``, which also
-yields what runs inside ``$(…)``, backticks and subshells) and each is checked: a deny or ask
-rule on any part decides for the whole; the command is allowed only if every part is, by a rule
-or by being read-only. So ``Bash(git status:*)`` does not cover ``git status && rm -rf x``.
-Deny and ask rules also see a part without its wrappers (``commands.command_forms``), so
-``Bash(rm:*)`` stops ``sudo rm x`` and ``ls | xargs rm``. A
-prefix rule does not cover a part that redirects output into a file (``echo x > f`` is a write,
-not an ``echo``); only an exact rule or an explicit mode does.
+A Bash command is analysed (``tools.bash_commands.analyze``) into every program it runs,
+nested ones included (``$(...)``, ``bash -c``, ``eval``, ``find -exec``, wrappers), each with the
+spellings rules match (quotes removed, wrappers and paths stripped): a deny or ask rule on any
+part decides for the whole; a command whose structure cannot be fully seen is asked whenever a
+deny or ask rule could apply, and is never read-only; the command is allowed only if every part
+is, by a rule or by being read-only. See ``docs/bash-permissions.md``.
 
 Resolving ``ask`` (prompting, headless, background) is the checker's job, not this module's.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from subagents.permissions.commands import command_forms
+from subagents.permissions.commands import (
+    bash_rules,
+    deny_or_ask_hit,
+    invocation_allowed,
+    unknown_runner,
+)
 from subagents.permissions.context import PermissionContext, agent_type_denied
 from subagents.permissions.rules import (
     AGENT_TOOL_NAMES,
@@ -43,11 +47,8 @@ from subagents.permissions.rules import (
     tool_path,
 )
 from subagents.tools.base import Tool, ToolContext
-from subagents.tools.bash_parse import (
-    has_output_redirection,
-    is_read_only_command,
-    split_commands,
-)
+from subagents.tools.bash_commands import Analysis, analyze
+from subagents.tools.bash_readonly import READ_ONLY_MAX_CHARS, analysis_read_only
 from subagents.tools.paths import allowed_roots, is_inside
 
 Behavior = Literal["allow", "deny", "ask"]
@@ -87,6 +88,24 @@ def decide(
     return _decide_tool(context, tool, args, ctx)
 
 
+INLINE_BASH_CHARS = 16 * 1024
+"""Bash commands longer than this are analysed in a worker thread, off the event loop."""
+
+
+async def decide_off_loop(
+    context: PermissionContext, tool: Tool[Any], args: BaseModel, ctx: ToolContext
+) -> Decision:
+    """``decide``, run in a worker thread for a long Bash command so the loop keeps running.
+
+    The parser reads its input in chunks through a Python callback, so even the C parse gives
+    the GIL back regularly; a 256 KiB command is checked while other agents carry on.
+    """
+    command = getattr(args, "command", None) if tool.name == "Bash" else None
+    if isinstance(command, str) and len(command) > INLINE_BASH_CHARS:
+        return await asyncio.to_thread(decide, context, tool, args, ctx)
+    return decide(context, tool, args, ctx)
+
+
 def _decide_tool(
     context: PermissionContext, tool: Tool[Any], args: BaseModel, ctx: ToolContext
 ) -> Decision:
@@ -114,43 +133,64 @@ def _decide_tool(
 
 
 def _decide_bash(context: PermissionContext, command: str) -> Decision:
-    parts = split_commands(command) or [command]
-    for part in (*parts, command):
-        if rule := _first_bash(context.deny, part):
-            return _denied_by_rule(rule, _bash_subject(part))
+    analysis = analyze(command)
     subject = _bash_subject(command)
-    if context.mode == "plan" and not is_read_only_command(command):
+    hit = deny_or_ask_hit(context.deny, analysis)
+    if hit is not None and hit.certain:
+        return _denied_by_rule(hit.rule, _bash_subject(hit.part))
+    if context.mode == "plan" and not _read_only(command, analysis):
         return _plan_denial(subject)
-    for part in parts:
-        if rule := _first_bash(context.ask, part):
-            return _ask_by_rule(rule, _bash_subject(part))
+    if hit is not None:  # a deny rule may match once computed words are known
+        return _ask_by_rule(hit.rule, _bash_subject(hit.part), _MAY_MATCH)
+    if hit := deny_or_ask_hit(context.ask, analysis):
+        return _ask_by_rule(hit.rule, _bash_subject(hit.part), "" if hit.certain else _MAY_MATCH)
+    if unseen := _unseen(context, analysis):
+        return unseen
     if context.mode == "bypassPermissions":
         return Decision(behavior="allow", subject=subject)
     if any(not is_prefix_rule(r) and bash_rule_matches(r, command) for r in context.allow):
         return Decision(behavior="allow", subject=subject)  # an exact rule for the whole line
-    for part in parts:
-        if not _bash_part_allowed(context, part):
-            part_subject = _bash_subject(part)
-            return Decision(
-                behavior="ask", message=f"{part_subject} needs approval.", subject=part_subject
-            )
+    for invocation in analysis.invocations:
+        if not invocation_allowed(invocation, context.allow):
+            part = _bash_subject(invocation.command.source or invocation.forms[0].text)
+            return Decision(behavior="ask", message=f"{part} needs approval.", subject=part)
+    if analysis.opaque:
+        reason = analysis.opaque[0]
+        return Decision(
+            behavior="ask", message=f"{subject} needs approval: {reason}.", subject=subject
+        )
     return Decision(behavior="allow", subject=subject)
 
 
-def _bash_part_allowed(context: PermissionContext, part: str) -> bool:
-    if is_read_only_command(part):
-        return True
-    writes = has_output_redirection(part)
-    return any(
-        bash_rule_matches(rule, part) and not (writes and is_prefix_rule(rule))
-        for rule in context.allow
-    )
+_MAY_MATCH = "part of it is computed when it runs and may turn out to match"
 
 
-def _first_bash(rules: tuple[PermissionRule, ...], part: str) -> PermissionRule | None:
-    """The first deny/ask rule matching any spelling of ``part`` (``sudo rm`` is ``rm``)."""
-    forms = command_forms(part)
-    return next((r for r in rules if any(bash_rule_matches(r, f) for f in forms)), None)
+def _read_only(command: str, analysis: Analysis) -> bool:
+    return len(command) <= READ_ONLY_MAX_CHARS and analysis_read_only(analysis)
+
+
+def _unseen(context: PermissionContext, analysis: Analysis) -> Decision | None:
+    """An ask when a deny/ask rule could apply to a part the checker cannot see."""
+    rules = [r for r in bash_rules((*context.deny, *context.ask)) if r.specifier is not None]
+    if not rules:
+        return None
+    subject = _bash_subject(analysis.command)
+    if analysis.opaque:
+        rule = rules[0]
+        message = (
+            f"{subject} needs approval: {analysis.opaque[0]}, so it cannot be checked against "
+            f"rule '{rule}'{rule.origin()}."
+        )
+        return Decision(behavior="ask", message=message, rule=rule, subject=subject)
+    runner = unknown_runner(rules, analysis)
+    if runner is not None:
+        part = _bash_subject(runner.part)
+        message = (
+            f"{part} needs approval: it is not a program this checker knows, and an argument "
+            f"names what rule '{runner.rule}'{runner.rule.origin()} covers; it may run it."
+        )
+        return Decision(behavior="ask", message=message, rule=runner.rule, subject=part)
+    return None
 
 
 def _denied_by_rule(rule: PermissionRule, subject: str) -> Decision:
@@ -161,8 +201,11 @@ def _denied_by_rule(rule: PermissionRule, subject: str) -> Decision:
     return Decision(behavior="deny", message=message, rule=rule, subject=subject)
 
 
-def _ask_by_rule(rule: PermissionRule, subject: str) -> Decision:
-    message = f"{subject} needs approval: rule '{rule}'{rule.origin()} asks for it."
+def _ask_by_rule(rule: PermissionRule, subject: str, why: str = "") -> Decision:
+    if why:
+        message = f"{subject} needs approval: {why} rule '{rule}'{rule.origin()}."
+    else:
+        message = f"{subject} needs approval: rule '{rule}'{rule.origin()} asks for it."
     return Decision(behavior="ask", message=message, rule=rule, subject=subject)
 
 
@@ -191,5 +234,12 @@ def describe_call(tool_name: str, args: BaseModel, ctx: ToolContext) -> str:
     return f"{tool_name} on `{path}`" if path is not None else tool_name
 
 
+_SUBJECT_CHARS = 500
+
+
 def _bash_subject(command: str) -> str:
-    return f"Bash with command `{command.strip()}`"
+    """The call in words; a long command is cut, so a denial does not echo megabytes back."""
+    text = command.strip()
+    if len(text) > _SUBJECT_CHARS:
+        text = f"{text[:_SUBJECT_CHARS]}… ({len(text):,} characters)"
+    return f"Bash with command `{text}`"

@@ -33,7 +33,7 @@ from pydantic import Field, field_validator
 from subagents.processes import kill_group
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.bash_parse import is_read_only_command
+from subagents.tools.bash_readonly import is_read_only_command
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "MAX_OUTPUT_CHARS", "MAX_TIMEOUT_MS", "BashInput", "BashTool"]
 

@@ -1,376 +1,491 @@
-"""Reading shell commands without running them: splitting, redirections, read-only checks.
+"""Reading a Bash command without running it: every simple command it contains, via tree-sitter.
 
-Used by the Bash tool (a read-only command may run concurrently with other read-only calls), by
-read-only agents (Explore and Plan may not run a command that changes state) and by permission
-rules (``Bash(git status:*)`` must hold for *every* simple command of a compound one, so
-``git status && rm -rf x`` is not covered by it).
+``parse_script`` parses the text with tree-sitter-bash (a C parser, linear in the text) and walks
+the tree once, iteratively, emitting each simple command wherever it sits: in lists, pipelines,
+subshells, groups, ``if``/``while``/``for``/``case`` and function bodies, command and process
+substitutions, arithmetic, ``${x:-...}``, redirection targets and here-documents. Anything the
+walk cannot vouch for is recorded in ``Script.opaque`` (the callers fail closed on it): a parse
+error, a node type we do not model, a leaf that still holds shell syntax the grammar should have
+split off. See ``docs/bash-permissions.md`` for why tree-sitter, and the guards.
 
-This is not a shell parser. It understands the parts of bash syntax that decide *which simple
-commands run* (operators, quotes, escapes, subshells, groups, command and process substitution,
-here-documents, comments) and *whether one writes a file* (redirections, ``tee``). Everything it
-does not understand makes ``is_read_only_command`` answer False: it fails closed.
+``looks_interactive`` (prompt detection for background shells) lives here too, as before.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from subagents.tools.bash_readonly import is_read_only_words, program_name
+from subagents.tools.bash_words import (
+    Word,
+    decode_ansi_c,
+    has_unparsed_code,
+    has_unparsed_syntax,
+    name_set,
+    unescape_double_quoted,
+    unescape_unquoted,
+    word_from_parts,
+)
+
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
 
 __all__ = [
-    "has_output_redirection",
-    "is_read_only_command",
+    "MAX_SCRIPT_CHARS",
+    "RESERVED_WORDS",
+    "SOURCE_LIMIT",
+    "Assignment",
+    "Redirect",
+    "Script",
+    "SimpleCommand",
     "looks_interactive",
-    "split_commands",
+    "parse_script",
 ]
 
-# Words that open or close a compound command; they are not commands themselves.
-_LEADING_KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{"})
-_CLOSING_WORDS = frozenset({"fi", "done", "esac", "}"})
-_LOOP_HEADS = ("for ", "for\t", "select ")
-
-
-def split_commands(command: str) -> list[str]:
-    """Split a compound command into the simple commands it would run, in order.
-
-    Operators (``&&`` ``||`` ``;`` ``|`` ``&``, newlines), subshells and ``{ ...; }`` groups
-    separate commands; the commands inside ``$( ... )``, backticks and ``<( ... )`` are returned
-    as items of their own (the command holding the substitution is kept as written). Quotes and
-    backslash escapes are respected: ``echo "a && b"`` is one command.
-    """
-    splitter = _Splitter(command)
-    splitter.parse(closer=None)
-    return splitter.commands
-
-
-class _Splitter:
-    """A single left-to-right scan; nested constructs recurse with their closing character."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
-        self.commands: list[str] = []
-        self._heredocs: list[tuple[str, bool]] = []
-
-    def _peek(self, offset: int = 0) -> str:
-        index = self.pos + offset
-        return self.text[index] if index < len(self.text) else ""
-
-    def parse(self, closer: str | None) -> None:
-        """Collect commands until ``closer`` (consumed) or the end of the text."""
-        buf: list[str] = []
-        while self.pos < len(self.text):
-            ch = self.text[self.pos]
-            if closer is not None and ch == closer:
-                self.pos += 1
-                self._flush(buf)
-                return
-            if ch in "\n;&|)":
-                self._operator(ch, buf)
-            elif ch == "(":
-                self._open_paren(buf)
-            elif ch == "#" and (not buf or buf[-1][-1:].isspace()):
-                self._skip_comment()
-            elif ch == "<" and self._peek(1) == "<" and self._peek(2) != "<":
-                buf.append(self._heredoc_start())
-            else:
-                buf.append(self._word_part(ch))
-        self._flush(buf)
-
-    def _operator(self, ch: str, buf: list[str]) -> None:
-        if ch == "&" and self._peek(1) == ">":  # `&>file` is a redirection, not `&`
-            buf.append("&>")
-            self.pos += 2
-            return
-        self._flush(buf)
-        self.pos += 1
-        if ch == "\n":
-            self._skip_heredoc_bodies()
-        elif ch != ")" and self._peek() in "&|;" and self._peek():
-            self.pos += 1  # the second character of `&&`, `||`, `;;`, `|&`, `;&`
-
-    def _open_paren(self, buf: list[str]) -> None:
-        if buf and buf[-1].endswith("="):  # array assignment `a=(x y)`: a word, not a subshell
-            buf.append(self._balanced("(", ")"))
-            return
-        self._flush(buf)
-        self.pos += 1
-        self.parse(closer=")")
-
-    def _word_part(self, ch: str) -> str:
-        """Consume one unit of a word (quoted string, escape, substitution, character)."""
-        nxt = self._peek(1)
-        if ch == "\\":
-            self.pos += 2
-            return "" if nxt == "\n" else ch + nxt  # backslash-newline continues the line
-        if ch == "'":
-            end = self.text.find("'", self.pos + 1)
-            end = len(self.text) if end < 0 else end + 1
-            part, self.pos = self.text[self.pos : end], end
-            return part
-        if ch == '"':
-            return self._double_quoted()
-        if ch in "$<>" and nxt == "(" and self._peek(2) != "(":
-            return self._substitution(prefix=ch + "(", closer=")")
-        if ch == "$" and nxt in "({":
-            return self._balanced(ch + nxt, ")" if nxt == "(" else "}")
-        if ch == "`":
-            return self._substitution(prefix="`", closer="`")
-        if (ch == ">" and nxt in "&|>") or (ch == "<" and nxt in "&>"):
-            self.pos += 2
-            return ch + nxt
-        self.pos += 1
-        return ch
-
-    def _substitution(self, *, prefix: str, closer: str) -> str:
-        """Parse the inner commands of ``$(...)``/`` `...` ``/``<(...)``; return its source."""
-        start = self.pos
-        self.pos += len(prefix)
-        self.parse(closer=closer)
-        return self.text[start : self.pos]
-
-    def _double_quoted(self) -> str:
-        start = self.pos
-        self.pos += 1
-        while self.pos < len(self.text) and self.text[self.pos] != '"':
-            ch, nxt = self.text[self.pos], self._peek(1)
-            if ch == "\\":
-                self.pos += 2
-            elif (ch == "$" and nxt == "(" and self._peek(2) != "(") or ch == "`":
-                self._substitution(
-                    prefix="`" if ch == "`" else "$(", closer=ch if ch == "`" else ")"
-                )
-            elif ch == "$" and nxt in "({":
-                self._balanced(ch + nxt, ")" if nxt == "(" else "}")
-            else:
-                self.pos += 1
-        self.pos = min(self.pos + 1, len(self.text))
-        return self.text[start : self.pos]
-
-    def _balanced(self, opener: str, closer: str) -> str:
-        """A verbatim span (``$((..))``, ``${..}``, ``a=(..)``) closed at the matching closer."""
-        start = self.pos
-        self.pos += len(opener)
-        depth = 1
-        open_char = opener[-1]
-        while self.pos < len(self.text) and depth:
-            ch = self.text[self.pos]
-            if ch == "\\":
-                self.pos += 1
-            elif ch in "'\"":
-                end = self.text.find(ch, self.pos + 1)
-                self.pos = len(self.text) - 1 if end < 0 else end
-            elif ch == open_char:
-                depth += 1
-            elif ch == closer:
-                depth -= 1
-            self.pos += 1
-        return self.text[start : self.pos]
-
-    def _skip_comment(self) -> None:
-        end = self.text.find("\n", self.pos)
-        self.pos = len(self.text) if end < 0 else end
-
-    def _heredoc_start(self) -> str:
-        """Consume ``<<[-]WORD`` and remember WORD: its body lines are not commands."""
-        start = self.pos
-        self.pos += 2
-        strip_tabs = self._peek() == "-"
-        if strip_tabs:
-            self.pos += 1
-        while self._peek() in (" ", "\t") and self._peek():
-            self.pos += 1
-        word_start = self.pos
-        while self.pos < len(self.text) and not (
-            self.text[self.pos].isspace() or self.text[self.pos] in ";&|<>()"
-        ):
-            self.pos += 1
-        delimiter = re.sub(r"[\"'\\]", "", self.text[word_start : self.pos])
-        if delimiter:
-            self._heredocs.append((delimiter, strip_tabs))
-        return self.text[start : self.pos]
-
-    def _skip_heredoc_bodies(self) -> None:
-        while self._heredocs:
-            delimiter, strip_tabs = self._heredocs.pop(0)
-            while self.pos < len(self.text):
-                end = self.text.find("\n", self.pos)
-                end = len(self.text) if end < 0 else end
-                line = self.text[self.pos : end]
-                self.pos = min(end + 1, len(self.text))
-                if (line.lstrip("\t") if strip_tabs else line) == delimiter:
-                    break
-
-    def _flush(self, buf: list[str]) -> None:
-        text = _strip_keywords("".join(buf).strip())
-        buf.clear()
-        if text and not text.startswith(_LOOP_HEADS):
-            self.commands.append(text)
-
-
-def _strip_keywords(text: str) -> str:
-    """Drop compound-command keywords (`if`, `do`, `{`, `fi`, ...) around a simple command."""
-    while True:
-        head, _, rest = text.partition(" ")
-        if head in _LEADING_KEYWORDS or head in _CLOSING_WORDS:
-            text = rest.strip()  # `done < file` keeps its redirection
-        else:
-            return text
-
-
-# --------------------------------------------------------------------------- words, redirections
+MAX_SCRIPT_CHARS = 256 * 1024
+"""Longer commands are not parsed: opaque. Linux refuses a single ``bash -c`` argument of 128 KiB
+or more (``MAX_ARG_STRLEN``), so nothing the Bash tool can run is left unanalysed."""
+_CHUNK = 16 * 1024  # the parser reads in chunks: the GIL is given back between them
 
 
 @dataclass(frozen=True, slots=True)
-class _Redirect:
-    op: str
-    target: str
+class Assignment:
+    """``NAME=value`` before a command, alone, or as an argument of ``export``/``declare``."""
+
+    name: str
+    value: Word | None
+    source: str = ""
+    subscript: bool = False
+    """``a[i]=v``: the subscript is evaluated as arithmetic."""
 
 
-_REDIRECT = re.compile(r"\d*(&>>|&>|>>|>\||>&|<<<|<<-|<<|<>|<&|>|<)(?!\()")
-_WRITE_OPS = frozenset({"&>>", "&>", ">>", ">|", ">&", "<>", ">"})
+_WRITE_OPS = frozenset({">", ">>", "&>", "&>>", ">|", "<>", ">&"})
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 
 
-def _tokenize(simple: str) -> tuple[list[str], list[_Redirect]]:
-    """The words (quotes removed) and redirections of one simple command."""
-    words: list[str] = []
-    redirects: list[_Redirect] = []
-    pos = 0
-    while pos < len(simple):
-        if simple[pos].isspace():
-            pos += 1
-            continue
-        match = _REDIRECT.match(simple, pos)
-        if match:
-            pos = match.end()
-            while pos < len(simple) and simple[pos] in " \t":
-                pos += 1
-            target, pos = _read_word(simple, pos)
-            redirects.append(_Redirect(match.group(1), target))
-            continue
-        word, pos = _read_word(simple, pos)
-        words.append(word)
-    return words, redirects
+@dataclass(frozen=True, slots=True)
+class Redirect:
+    """One redirection; ``target`` is None for here-documents and here-strings (data)."""
+
+    op: str
+    target: Word | None = None
+
+    @property
+    def writes(self) -> bool:
+        """Whether it may create or change a file (``/dev/null`` and ``2>&1`` do not)."""
+        if self.op not in _WRITE_OPS or self.target is None:
+            return False
+        target = self.target
+        if not target.literal:
+            return True
+        if target.text in _HARMLESS_TARGETS:
+            return False
+        return not (self.op == ">&" and (target.text.isdigit() or target.text == "-"))
 
 
-def _read_word(text: str, pos: int) -> tuple[str, int]:
-    """Read one word from ``pos``; quotes and escapes are removed, substitutions kept."""
-    out: list[str] = []
-    while pos < len(text):
-        ch = text[pos]
-        if ch.isspace() or (ch in "<>" and text[pos + 1 : pos + 2] != "("):
-            break
-        if ch == "&" and text[pos + 1 : pos + 2] == ">":
-            break
-        if ch == "\\":
-            out.append(text[pos + 1 : pos + 2])
-            pos += 2
-        elif ch == "'":
-            end = text.find("'", pos + 1)
-            end = len(text) if end < 0 else end
-            out.append(text[pos + 1 : end])
-            pos = end + 1
-        elif ch == '"':
-            pos = _read_double_quoted(text, pos + 1, out)
-        elif (ch in "$<>`" and text[pos + 1 : pos + 2] in ("(", "{")) or ch == "`":
-            end = _span_end(text, pos)
-            out.append(text[pos:end])
-            pos = end
-        elif ch == "(" and out and out[-1].endswith("="):  # array assignment `a=(x y)`
-            end = _span_end(text, pos - 1)
-            out.append(text[pos:end])
-            pos = end
-        else:
-            out.append(ch)
-            pos += 1
-    return "".join(out), pos
+@dataclass(frozen=True, slots=True)
+class SimpleCommand:
+    """One simple command: leading assignments, words (the program first), redirections."""
+
+    source: str
+    """The text as written (cut at ``SOURCE_LIMIT`` characters, see ``source_complete``)."""
+    words: tuple[Word, ...] = ()
+    assignments: tuple[Assignment, ...] = ()
+    redirects: tuple[Redirect, ...] = ()
+    source_complete: bool = True
+
+    @property
+    def writes(self) -> bool:
+        return any(redirect.writes for redirect in self.redirects)
 
 
-def _read_double_quoted(text: str, pos: int, out: list[str]) -> int:
-    while pos < len(text) and text[pos] != '"':
-        if text[pos] == "\\" and text[pos + 1 : pos + 2] in ('"', "\\", "$", "`"):
-            out.append(text[pos + 1])
-            pos += 2
-        elif text[pos] in "$`" and (text[pos] == "`" or text[pos + 1 : pos + 2] in ("(", "{")):
-            end = _span_end(text, pos)
-            out.append(text[pos:end])
-            pos = end
-        else:
-            out.append(text[pos])
-            pos += 1
-    return pos + 1
+@dataclass(frozen=True, slots=True)
+class Script:
+    """What ``parse_script`` found in one command string."""
+
+    commands: tuple[SimpleCommand, ...]
+    opaque: tuple[str, ...] = ()
+    """Why the structure cannot be fully seen; empty when it can."""
+    evaluates: bool = False
+    """Holds a context where bash evaluates text as arithmetic (``$(( ))``, ``[[ ]]``, ...)."""
+    literal_code: bool = False
+    """Some literal text (quoted, escaped, a here-document) holds ``$(`` or a backtick."""
 
 
-def _span_end(text: str, pos: int) -> int:
-    """End of a ``$(..)``, ``${..}``, ``<(..)`` or backtick span starting at ``pos``."""
-    if text[pos] == "`":
-        end = text.find("`", pos + 1)
-        return len(text) if end < 0 else end + 1
-    opener, closer = ("{", "}") if text[pos + 1] == "{" else ("(", ")")
-    depth, pos = 0, pos + 1
-    while pos < len(text):
-        ch = text[pos]
-        if ch == "\\":
-            pos += 1
-        elif ch in "'\"":
-            end = text.find(ch, pos + 1)
-            pos = len(text) - 1 if end < 0 else end
-        elif ch == opener:
-            depth += 1
-        elif ch == closer:
-            depth -= 1
-            if depth == 0:
-                return pos + 1
-        pos += 1
-    return len(text)
+def parse_script(command: str) -> Script:
+    """The simple commands of ``command``; never raises, linear in its length."""
+    if len(command) > MAX_SCRIPT_CHARS:
+        return Script(
+            commands=(),
+            opaque=(
+                f"the command is {len(command):,} characters long and commands over "
+                f"{MAX_SCRIPT_CHARS:,} are not analysed",
+            ),
+        )
+    data = command.encode("utf-8", "replace")  # a lone surrogate becomes `?`: a glob, stricter
+    tree = _parser().parse(lambda offset, _point: data[offset : offset + _CHUNK])
+    walker = _Walker(data)
+    walker.walk(tree.root_node)
+    return walker.script()
 
 
-def has_output_redirection(simple: str) -> bool:
-    """True when one simple command writes a file: ``>``, ``>>``, ``&>``, ``<>`` or ``tee``.
+@lru_cache(maxsize=1)
+def _language() -> object:
+    import tree_sitter
+    import tree_sitter_bash
 
-    Redirections to ``/dev/null`` (and stdout/stderr) and fd duplications like ``2>&1`` write
-    nothing and do not count.
-    """
-    words, redirects = _tokenize(simple)
-    for redirect in redirects:
-        if redirect.op not in _WRITE_OPS or redirect.target in _HARMLESS_TARGETS:
-            continue
-        if redirect.op == ">&" and (redirect.target.isdigit() or redirect.target == "-"):
-            continue
-        return True
-    command = _command_words(words)
-    if command and program_name(command[0]) == "tee":
-        return any(not a.startswith("-") and a not in _HARMLESS_TARGETS for a in command[1:])
-    return False
+    return tree_sitter.Language(tree_sitter_bash.language())
 
 
-ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
-"""A leading ``NAME=value`` (or ``NAME+=value``) word: an assignment, not the command."""
+def _parser() -> Parser:
+    """A new parser per call: parsers are not thread-safe and cost well under a microsecond."""
+    from tree_sitter import Language, Parser
+
+    language = _language()
+    assert isinstance(language, Language)
+    return Parser(language)
 
 
-def _command_words(words: list[str]) -> list[str]:
-    """The words after leading ``NAME=value`` assignments."""
-    index = 0
-    while index < len(words) and ASSIGNMENT.match(words[index]):
-        index += 1
-    return words[index:]
+# Node types that only group other statements or words: walked through.
+_CONTAINERS = frozenset(
+    {
+        "program", "list", "pipeline", "subshell", "do_group",
+        "if_statement", "elif_clause", "else_clause", "while_statement", "for_statement",
+        "case_statement", "case_item", "negated_command", "function_definition",
+        "variable_assignments", "command_name", "concatenation", "string", "translated_string",
+        "simple_expansion", "command_substitution", "process_substitution",
+        "array", "heredoc_body", "heredoc_start", "heredoc_end", "herestring_redirect",
+        "file_redirect", "file_descriptor", "variable_name", "special_variable_name",
+        "number", "regex", "extglob_pattern", "test_operator", "brace_expression",
+    }
+)  # fmt: skip
+# Arithmetic and test contexts: bash evaluates text (and array subscripts) found there.
+_EVALUATING = frozenset(
+    {
+        "arithmetic_expansion", "c_style_for_statement", "binary_expression",
+        "unary_expression", "ternary_expression", "postfix_expression",
+        "parenthesized_expression", "subscript", "test_command",
+    }
+)  # fmt: skip
+# Parents under which a `variable_assignment` is a statement of its own (`X=1; ...`).
+_STATEMENT_PARENTS = frozenset(
+    {
+        "program", "list", "pipeline", "subshell", "compound_statement", "do_group",
+        "if_statement", "elif_clause", "else_clause", "while_statement", "case_item",
+        "negated_command", "variable_assignments", "redirected_statement",
+    }
+)  # fmt: skip
+_DYNAMIC_PARTS = frozenset(
+    {
+        "simple_expansion", "expansion", "command_substitution", "process_substitution",
+        "arithmetic_expansion", "array",
+    }
+)  # fmt: skip
+_REDIRECT_OPS = frozenset(
+    {">", ">>", "&>", "&>>", ">&", "<&", ">|", "<", "<>", "<<", "<<-", "<<<", ">&-", "<&-"}
+)
+SOURCE_LIMIT = 1024
+"""Longest source text kept per simple command or computed word (for messages)."""
+_WORD_CONTAINERS = frozenset({"concatenation", "string", "translated_string", "command_name"})
+_LITERAL_PARTS = frozenset(
+    {"word", "number", "regex", "extglob_pattern", "raw_string", "ansi_c_string",
+     "string_content", "brace_expression"}
+)  # fmt: skip
+RESERVED_WORDS = name_set(
+    "if then else elif fi do done case esac while until for in select function { } ! [[ ]]"
+)
+_PLAIN = re.compile(r"[A-Za-z0-9_./:,@%+=-]+")
+"""Text with nothing to quote, expand, glob or guard (``-la``, ``src/a.py``, ``KEY=v``)."""
+_REDIRECTS = frozenset({"file_redirect", "herestring_redirect", "heredoc_redirect"})
+_UNPARSED_EXPANSION = re.compile(r"\$[A-Za-z_0-9@*#?$!{(-]")
+_EVALUATING_EXPANSION = re.compile(r"\$\{!|\[|\$\{[^}:]*:[^-=?+]")
 
 
-def is_read_only_command(command: str) -> bool:
-    """True only when every simple command is a known read-only one and none writes a file.
-
-    Unknown programs, paths to scripts, and options known to write or execute (``find -exec``,
-    ``sort -o``, ``git branch NAME``) make it False; see ``bash_readonly`` for the allow-list.
-    """
-    return all(_is_read_only_simple(simple) for simple in split_commands(command))
+def _evaluates(expansion: str) -> bool:
+    """``${!x}``, ``${a[i]}``, ``${x:offset}``: bash evaluates a variable's text there."""
+    return _EVALUATING_EXPANSION.search(expansion) is not None
 
 
-def _is_read_only_simple(simple: str) -> bool:
-    if has_output_redirection(simple):
+@dataclass
+class _Walker:
+    data: bytes
+    commands: list[SimpleCommand] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)
+    evaluates: bool = False
+    literal_code: bool = False
+
+    def script(self) -> Script:
+        return Script(
+            commands=tuple(self.commands),
+            opaque=tuple(dict.fromkeys(self.opaque)),
+            evaluates=self.evaluates,
+            literal_code=self.literal_code,
+        )
+
+    def text(self, node: Node) -> str:
+        return self.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
+
+    def snippet(self, node: Node) -> tuple[str, bool]:
+        """At most ``SOURCE_LIMIT`` bytes of the node's text, and whether that is all of it.
+
+        Nested constructs would otherwise copy each enclosing span again: quadratic.
+        """
+        start, end = node.start_byte, node.end_byte
+        if end - start <= SOURCE_LIMIT:
+            return self.data[start:end].decode("utf-8", "replace"), True
+        return self.data[start : start + SOURCE_LIMIT].decode("utf-8", "replace") + "…", False
+
+    def simple(
+        self,
+        outer: Node,
+        words: Sequence[Word] = (),
+        assignments: Sequence[Assignment] = (),
+        redirects: Sequence[Redirect] = (),
+    ) -> SimpleCommand:
+        source, complete = self.snippet(outer)
+        return SimpleCommand(
+            source=source,
+            words=tuple(words),
+            assignments=tuple(assignments),
+            redirects=tuple(redirects),
+            source_complete=complete,
+        )
+
+    def walk(self, root: Node) -> None:
+        stack: list[tuple[Node, str]] = [(root, "")]
+        while stack:
+            node, parent = stack.pop()
+            if node.is_missing:
+                self.opaque.append("the command is incomplete (the shell would not parse it)")
+            if not node.is_named:
+                continue
+            kind = node.type
+            if kind not in _CONTAINERS:
+                self.visit(node, parent)
+            children = node.children
+            if children:
+                stack.extend([(child, kind) for child in reversed(children)])
+
+    def visit(self, node: Node, parent: str) -> None:
+        """Act on one node (not a container); its children are walked afterwards regardless."""
+        kind = node.type
+        if kind == "command":
+            if parent != "redirected_statement":
+                self.commands.append(self.command(node, node, ()))
+        elif kind == "redirected_statement":
+            self.redirected(node)
+        elif kind in ("word", "raw_string", "string_content", "ansi_c_string"):
+            self.leaf(node, kind)
+        elif kind == "heredoc_content":
+            pass  # checked with its here-document, which knows whether it expands
+        elif kind == "variable_assignment":
+            if parent in _STATEMENT_PARENTS:
+                assignment = self.assignment(node)
+                self.commands.append(self.simple(node, assignments=(assignment,)))
+        elif kind in ("declaration_command", "unset_command"):
+            self.evaluates = True
+            self.commands.append(self.declaration(node))
+        elif kind == "heredoc_redirect":
+            self.heredoc(node)
+        elif kind in _EVALUATING:
+            self.evaluates = True
+        elif kind == "expansion":  # `${!x}`, `${a[i]}`, `${x:1}` evaluate text
+            self.evaluates = self.evaluates or _evaluates(self.snippet(node)[0])
+        elif kind == "compound_statement":  # `{ ...; }`, or the arithmetic command `(( ... ))`
+            first = node.child(0)
+            self.evaluates = self.evaluates or (first is not None and first.type == "((")
+        elif kind == "ERROR":
+            self.opaque.append("the command does not parse as shell syntax")
+        elif kind != "comment":
+            self.opaque.append(f"it uses shell syntax this checker does not model ({kind})")
+
+    def leaf(self, node: Node, kind: str) -> None:
+        """Guards where the grammar and bash could disagree, and data that holds code."""
+        text = self.text(node)
+        if _PLAIN.fullmatch(text):
+            return  # the common case: nothing to quote, expand or guard
+        if kind == "word" and has_unparsed_syntax(text):
+            self.opaque.append(f"the word `{text[:60]}` holds shell syntax the parser left whole")
+        elif kind == "string_content" and has_unparsed_code(text):
+            self.opaque.append("a double-quoted string holds a substitution the parser missed")
+        value = decode_ansi_c(text[2:-1]) if kind == "ansi_c_string" else text
+        if "$(" in value or "`" in value:
+            self.literal_code = True
+
+    def heredoc(self, node: Node) -> None:
+        """A here-document: its body is data, or (unquoted delimiter) text with expansions."""
+        start = next((c for c in node.children if c.type == "heredoc_start"), None)
+        expands = start is None or not any(q in self.text(start) for q in "'\"\\")
+        for body in node.children:
+            if body.type != "heredoc_body":
+                continue
+            for content in body.children:
+                if content.type != "heredoc_content":
+                    continue
+                text = self.text(content)
+                if expands and has_unparsed_code(text):
+                    self.opaque.append("a here-document holds a substitution the parser missed")
+                if "$(" in text or "`" in text:
+                    self.literal_code = True
+
+    # ------------------------------------------------------------------ commands
+
+    def redirected(self, node: Node) -> None:
+        body = node.child_by_field_name("body")
+        redirect_nodes = node.children_by_field_name("redirect")
+        if body is not None and body.type == "command":
+            self.commands.append(self.command(body, node, redirect_nodes))
+            return
+        redirects: list[Redirect] = []
+        swallowed: list[Word] = []
+        for redirect in redirect_nodes:
+            self.redirect(redirect, redirects, swallowed)
+        self.commands.append(self.simple(node, swallowed, redirects=redirects))
+
+    def command(self, node: Node, outer: Node, extra: list[Node] | tuple[()]) -> SimpleCommand:
+        assignments: list[Assignment] = []
+        words: list[Word] = []
+        redirects: list[Redirect] = []
+        previous_end = -1
+        for child in (*node.named_children, *extra):
+            kind = child.type
+            if kind == "variable_assignment":
+                assignments.append(self.assignment(child))
+            elif kind in _REDIRECTS:
+                self.redirect(child, redirects, words)
+            elif kind != "comment":
+                word = self.word(child)
+                if words and self.continued(previous_end, child.start_byte):
+                    word = _joined(words.pop(), word)  # `r\<newline>m` is one word to bash
+                words.append(word)
+            previous_end = child.end_byte
+        if words and words[0].source in RESERVED_WORDS:
+            # bash reads an unquoted reserved word here as syntax: tree-sitter-bash misreads
+            # `! if ...; fi`, `! { ...; }` and `! for ...` that way (with no error node).
+            self.opaque.append(
+                f"the parser read the shell keyword `{words[0].source}` as a command"
+            )
+        return self.simple(outer, words, assignments, redirects)
+
+    def continued(self, end: int, start: int) -> bool:
+        """Only line continuations between two nodes: bash reads them as one word."""
+        gap = self.data[end:start] if end >= 0 else b""
+        return bool(gap) and not gap.replace(b"\\\n", b"")
+
+    def declaration(self, node: Node) -> SimpleCommand:
+        keyword = next((c for c in node.children if not c.is_named), None)
+        words = [self.word_of_text(self.text(keyword))] if keyword is not None else []
+        for child in node.named_children:
+            if child.type == "variable_assignment":
+                dynamic = self.has_expansion(child)
+                text = self.snippet(child)[0] if dynamic else self.text(child)
+                words.append(self.word_of_text(text, dynamic=dynamic))
+            else:
+                words.append(self.word(child))
+        return self.simple(node, words)
+
+    def assignment(self, node: Node) -> Assignment:
+        name_node = node.child_by_field_name("name")
+        value_node = node.child_by_field_name("value")
+        subscript = name_node is not None and name_node.type == "subscript"
+        if subscript:
+            self.evaluates = True
+        name = self.text(name_node) if name_node is not None else ""
+        value = self.word(value_node) if value_node is not None else None
+        source = self.snippet(node)[0]
+        return Assignment(name=name, value=value, source=source, subscript=subscript)
+
+    def redirect(self, node: Node, redirects: list[Redirect], words: list[Word]) -> None:
+        """Add the redirection(s) of ``node``; destinations it swallowed are arguments.
+
+        tree-sitter reads ``rm 2>/dev/null -rf /`` with ``-rf`` and ``/`` as further
+        destinations of the redirection; bash passes them to ``rm``. Redirections written after
+        a here-document's word (``cat <<EOF > out``) sit inside the here-document node.
+        """
+        kind = node.type
+        op = next(
+            (
+                self.text(c)
+                for c in node.children
+                if not c.is_named and self.text(c) in _REDIRECT_OPS
+            ),
+            "<<<" if kind == "herestring_redirect" else "<<",
+        )
+        if kind == "file_redirect":
+            destinations = [self.word(d) for d in node.children_by_field_name("destination")]
+            redirects.append(Redirect(op=op, target=destinations[0] if destinations else None))
+            words.extend(destinations[1:])
+            return
+        redirects.append(Redirect(op=op))
+        if kind == "heredoc_redirect":
+            for child in node.named_children:
+                if child.type in _REDIRECTS:
+                    self.redirect(child, redirects, words)
+
+    def has_expansion(self, node: Node) -> bool:
+        stack = list(node.children)
+        while stack:
+            child = stack.pop()
+            if child.type in _DYNAMIC_PARTS:
+                return True
+            stack.extend(child.children)
         return False
-    return is_read_only_words(_command_words(_tokenize(simple)[0]))
+
+    # ------------------------------------------------------------------ words
+
+    def word_of_text(self, text: str, *, dynamic: bool = False) -> Word:
+        return Word(text=text, source=text, dynamic=dynamic)
+
+    def word(self, node: Node) -> Word:
+        if node.end_byte - node.start_byte <= 256:
+            text = self.text(node)
+            if _PLAIN.fullmatch(text):
+                return Word(text=text, source=text)  # the common case, taken without the walk
+        parts: list[tuple[str, str, bool]] = []
+        self.word_parts(node, parts)
+        dynamic = any(part[2] for part in parts)
+        return word_from_parts(parts, self.snippet(node)[0] if dynamic else self.text(node))
+
+    def word_parts(self, node: Node, parts: list[tuple[str, str, bool]]) -> None:
+        kind = node.type
+        if kind in _WORD_CONTAINERS:
+            for child in node.named_children:
+                self.word_parts(child, parts)
+            return
+        if kind not in _LITERAL_PARTS:  # expansions, substitutions, arrays: decided at run time
+            text = self.snippet(node)[0]
+            parts.append((text, "_" * len(text), True))
+            return
+        text = self.text(node)
+        hidden = "_" * len(text)
+        if kind == "word":
+            value, skeleton = unescape_unquoted(text)
+            parts.append((value, skeleton, _UNPARSED_EXPANSION.search(skeleton) is not None))
+        elif kind in ("number", "regex", "extglob_pattern"):
+            parts.append((text, text, False))
+        elif kind == "raw_string":
+            parts.append((text[1:-1], hidden, False))
+        elif kind == "ansi_c_string":
+            parts.append((decode_ansi_c(text[2:-1]), hidden, False))
+        elif kind == "string_content":
+            parts.append((unescape_double_quoted(text), hidden, False))
+        else:  # brace_expression: `{1..3}` becomes several words
+            parts.append((text, text, True))
+
+
+def _joined(first: Word, second: Word) -> Word:
+    dynamic = first.dynamic or second.dynamic
+    source = first.source + second.source
+    return Word(
+        text=source if dynamic else first.text + second.text,
+        source=source,
+        dynamic=dynamic,
+        pattern=first.pattern or second.pattern,
+        brace=first.brace or second.brace,
+    )
 
 
 # --------------------------------------------------------------------------- interactive prompts

@@ -1,46 +1,100 @@
-"""The allow-list behind ``is_read_only_command``: which programs, with which options, only read.
+"""Read-only commands: which programs, with which options, only read, and whole-command checks.
+
+``is_read_only_command`` (plan mode, the read-only agents, concurrency) is true only when the
+analysis (``bash_commands.analyze``) sees the whole structure and every invocation, nested ones
+included, is read-only: no redirection that writes, only harmless assignments, read-only
+wrappers, and a program on the allow-list below with arguments its check accepts.
 
 Each entry maps a program name to a check of its arguments. A program missing from the table is
 not read-only (fail closed); so is a program whose check finds an option known to write a file
-or run another program (``find -exec``, ``sort -o``, ``rg --pre``, ``git branch NAME``).
+or run another program (``sort -o``, ``rg --pre``, ``git branch NAME``), and a program with a
+check given an argument computed at run time (``find . $X``: X may be ``-delete``). ``find
+-exec CMD`` is read-only when CMD is: the analysis lists CMD as an invocation of its own.
 ``awk`` is absent on purpose: ``system()`` and ``print > file`` make it a general interpreter.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-__all__ = ["is_read_only_words", "program_name"]
+from subagents.tools.bash_commands import (
+    Analysis,
+    Invocation,
+    analyze,
+    harmless_assignment,
+    program_name,
+)
+from subagents.tools.bash_words import Word
+from subagents.tools.bash_wrappers import READ_ONLY_WRAPPERS
 
-_TRUSTED_DIRS = frozenset({"", "/", "/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"})
+__all__ = [
+    "READ_ONLY_MAX_CHARS",
+    "analysis_read_only",
+    "invocation_read_only",
+    "is_read_only_command",
+    "is_read_only_words",
+    "known_program",
+]
+
+READ_ONLY_MAX_CHARS = 32 * 1024
+"""Longer commands are not read-only, unparsed: the check runs on the event loop."""
 
 # Programs that never write files or run other programs, whatever their arguments.
 _ALWAYS_READ_ONLY = (
     "ls cat head tail wc grep egrep fgrep pwd echo printf which type stat du df cut diff "
     "basename dirname realpath readlink true false test [ whoami id uname printenv nproc "
     "tac rev nl od hexdump md5sum sha1sum sha256sum sha512sum cksum cmp comm tr column "
-    "fold paste expand unexpand strings seq sleep ps jq cd set ag locale read"
+    "fold paste expand unexpand strings seq sleep ps jq cd set ag locale read :"
 )
 
 
-def program_name(word: str) -> str | None:
-    """The program a command word names; None for a path outside the system directories.
-
-    ``./ls`` or ``~/bin/git`` may be anything, so only bare names and system paths count.
-    """
-    directory, name = os.path.split(word)
-    return name if directory.rstrip("/") in _TRUSTED_DIRS else None
+def is_read_only_command(command: str) -> bool:
+    """True only when every part of ``command`` is known to change nothing (see the module)."""
+    if len(command) > READ_ONLY_MAX_CHARS:
+        return False
+    return analysis_read_only(analyze(command))
 
 
-def is_read_only_words(words: list[str]) -> bool:
+def analysis_read_only(analysis: Analysis) -> bool:
+    return not analysis.opaque and all(invocation_read_only(i) for i in analysis.invocations)
+
+
+def invocation_read_only(invocation: Invocation) -> bool:
+    """Whether one invocation reads only (its nested invocations are checked on their own)."""
+    if invocation.opaque is not None or invocation.end == "opaque" or invocation.command.writes:
+        return False
+    bare = not invocation.command.words
+    if not all(harmless_assignment(a, bare=bare) for a in invocation.assignments):
+        return False
+    if any(form.via not in READ_ONLY_WRAPPERS for form in invocation.forms[:-1]):
+        return False
+    if invocation.end in ("none", "container"):
+        return True
+    return is_read_only_words(invocation.last.words)
+
+
+def known_program(name: str) -> bool:
+    """Whether the allow-list knows ``name`` (so it is known not to run its arguments)."""
+    return name in _READ_ONLY
+
+
+def is_read_only_words(words: Sequence[Word]) -> bool:
     """Whether a simple command (its words, assignments removed) is on the allow-list."""
     if not words:
         return True  # a bare assignment or redirection-only command changes no files
-    program = program_name(words[0])
+    if not words[0].literal:
+        return False
+    program = program_name(words[0].text)
     check = _READ_ONLY.get(program or "")
-    return check is not None and check(words[1:])
+    if check is None:
+        return False
+    if check is _always:
+        return True
+    args = words[1:]
+    if any(not word.literal for word in args):
+        return False  # a computed argument may be any option
+    return check([word.text for word in args])
 
 
 def _always(args: list[str]) -> bool:
@@ -98,28 +152,6 @@ def _sed(args: list[str]) -> bool:
     )
 
 
-XARGS_VALUE_OPTIONS = frozenset({"-I", "-n", "-P", "-d", "-L", "-s", "-a", "-E"})
-_XARGS_FLAGS = frozenset({"-0", "-r", "-t", "--null", "--no-run-if-empty", "--verbose"})
-
-
-def _xargs(args: list[str]) -> bool:
-    """``xargs CMD ...`` is read-only when CMD is (its options are skipped first)."""
-    index = 0
-    while index < len(args) and args[index].startswith("-"):
-        if args[index] in XARGS_VALUE_OPTIONS:
-            index += 2
-        elif args[index] in _XARGS_FLAGS or args[index][:2] in XARGS_VALUE_OPTIONS:
-            index += 1
-        else:
-            return False
-    return is_read_only_words(args[index:]) if index < len(args) else True
-
-
-def _timeout(args: list[str]) -> bool:
-    rest = [a for a in args if not a.startswith("-")]
-    return len(rest) >= 2 and is_read_only_words(rest[1:])
-
-
 _GIT_GLOBAL_VALUE = frozenset({"-C"})
 _GIT_GLOBAL_FLAGS = frozenset(
     {"--no-pager", "-P", "--no-optional-locks", "--bare", "--no-replace-objects"}
@@ -172,6 +204,7 @@ def _git_tag(args: list[str]) -> bool:
 
 
 _NO_OUTPUT_FILE = _forbid("--output")
+_HARMLESS_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 
 _GIT_SUBCOMMANDS: dict[str, Callable[[list[str]], bool]] = {
     "status": _always,
@@ -205,10 +238,8 @@ _GIT_SUBCOMMANDS: dict[str, Callable[[list[str]], bool]] = {
 _READ_ONLY: dict[str, Callable[[list[str]], bool]] = {
     **dict.fromkeys(_ALWAYS_READ_ONLY.split(), _always),
     "rg": _forbid("--pre"),
-    "find": _forbid(
-        "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"
-    ),
-    "fd": _forbid("-x", "--exec", "-X", "--exec-batch"),
+    "find": _forbid("-delete", "-fprint", "-fprint0", "-fprintf", "-fls"),
+    "fd": _forbid("-x", "--exec", "-X", "--exec-batch"),  # a computed word may be -x
     "file": _forbid("-C", "--compile"),
     "tree": _forbid("-o"),
     "date": _forbid("-s", "--set"),
@@ -216,8 +247,6 @@ _READ_ONLY: dict[str, Callable[[list[str]], bool]] = {
     "sort": _sort,
     "uniq": _uniq,
     "sed": _sed,
-    "xargs": _xargs,
-    "timeout": _timeout,
-    "tee": _always,  # writes are caught by has_output_redirection
+    "tee": lambda args: all(a.startswith("-") or a in _HARMLESS_FILES for a in args),
     "git": _git,
 }
