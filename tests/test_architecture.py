@@ -123,6 +123,7 @@ def test_the_graph_sees_function_level_and_type_checking_imports() -> None:
     graph = _graph()
     assert len(graph) > 80
     assert "subagents.tools.bash" in graph["subagents.tools"]  # inside ``core_tools``
+    assert "subagents.session" in graph["subagents"]  # under ``TYPE_CHECKING``
     assert "subagents.tools" in graph["subagents.session"]  # inside ``main_tools``
     assert "subagents.models.anthropic" in graph["subagents.models.resolve"]  # in a function
 

@@ -98,6 +98,9 @@ class SessionOptions:
     append_system_prompt: str | None = None
     """Added at the end of the main agent's system prompt (``--append-system-prompt``)."""
     tools: Sequence[Tool[Any]] | None = None
+    """The main agent's whole tool list (default: the built-in tools)."""
+    extra_tools: Sequence[Tool[Any]] = ()
+    """Tools added to that list (e.g. ``@tool`` functions); children inherit them as any tool."""
     max_turns: int | None = None
     max_tokens: int | None = None
     max_wall_ms: int | None = None
@@ -305,7 +308,10 @@ class Session:
 
     def main_tools(self) -> list[Tool[Any]]:
         if self.options.tools is not None:
-            return list(self.options.tools)
+            return [*self.options.tools, *self.options.extra_tools]
+        return [*self._builtin_tools(), *self.options.extra_tools]
+
+    def _builtin_tools(self) -> list[Tool[Any]]:
         from subagents.tools import core_tools
 
         agent = AgentTool(background_available=not self.config.background_disabled)
