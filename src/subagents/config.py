@@ -56,6 +56,8 @@ class RuntimeConfig:
     """Run every child in the background (coordinator mode)."""
     parallel_tasks_count: int = 1
     """Copies of each plain sync delegation, merged by a synthesis agent (SPEC §14)."""
+    telemetry: bool = False
+    """OpenTelemetry export (docs/telemetry.md); the ``OTEL_*`` variables configure it."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -90,5 +92,8 @@ class RuntimeConfig:
                 env,
                 ("SUBAGENTS_DISABLE_BACKGROUND_TASKS", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS"),
                 default=cls.background_disabled,
+            ),
+            telemetry=_flag(
+                env, ("SUBAGENTS_TELEMETRY", "CLAUDE_CODE_ENABLE_TELEMETRY"), default=cls.telemetry
             ),
         )

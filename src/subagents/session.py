@@ -56,6 +56,7 @@ from subagents.loop.query import Budget, LoopOutcome
 from subagents.messages import Message, Usage, user_message
 from subagents.models.base import Model
 from subagents.models.retry import ModelCaller, RetryPolicy
+from subagents.observe import RunObserver
 from subagents.permissions.checker import AskCallback, PermissionChecker
 from subagents.permissions.context import context_from_settings
 from subagents.permissions.modes import parse_mode
@@ -133,6 +134,9 @@ class SessionOptions:
     background_wait_ms: int | None = None
     """How long the main agent waits for background children after its final answer
     (default ``SUBAGENTS_PRINT_BG_WAIT_MS``, 10 min; 0 = do not wait)."""
+    observer: RunObserver | None = None
+    """Told about every agent, model call and tool call, e.g. ``subagents.telemetry.Telemetry``
+    (default: OpenTelemetry from the environment when ``SUBAGENTS_TELEMETRY=1``, else none)."""
 
 
 @dataclass(kw_only=True)
@@ -195,6 +199,7 @@ class Session:
         self.permissions = self._permissions(self.settings)
         self.runtime.permissions = self.permissions
         self.runtime.hooks = self._hooks(self.settings)
+        self.observer = self.runtime.observer = options.observer or self._telemetry()
         self.verification = install_verification(self.runtime, self.inbox)
         self.todos = TodoBoard()
         self.runtime.on_child_done.append(lambda run: self.todos.clear(run.agent_id))
@@ -257,6 +262,17 @@ class Session:
             on_warning=self._warn,
         )
 
+    def _telemetry(self) -> RunObserver | None:
+        if not self.config.telemetry:
+            return None
+        from subagents.telemetry import from_environment
+
+        try:
+            return from_environment()
+        except (ImportError, ValueError) as exc:  # a broken set-up must not cost the run
+            self._warn(f"telemetry is off: {exc}")
+            return None
+
     def _warn(self, message: str) -> None:
         ref = AgentRef(agent_id=self.session_id, agent_type="main")
         self.emit(SystemEvent(agent=ref, subtype="warning", data={"message": message}))
@@ -303,6 +319,8 @@ class Session:
     # -- internals ------------------------------------------------------------------------------
 
     def _set_sink(self, sink: EventSink) -> None:
+        if self.observer is not None:
+            sink = _tee(sink, self.observer.event)
         self.emit = sink
         self.runtime.sink = sink
 
@@ -401,6 +419,16 @@ class Session:
                 "(SessionOptions(resume=<session id>) continues this one's conversation)"
             )
         self._started = True
+        observation = None
+        if self.observer is not None:
+            observation = self.observer.session_started(self.session_id, self.model.name)
+        try:
+            return await self._run_observed(prompt)
+        finally:
+            if observation is not None:
+                observation.end(None)
+
+    async def _run_observed(self, prompt: str) -> RunResult:
         tools = self.main_tools()
         names = [t.name for t in tools]
         ref = AgentRef(agent_id=self.session_id, agent_type="main")
@@ -449,6 +477,7 @@ class Session:
             owner=frame,
             can_use_tool=self.permissions,
             hooks=self.runtime.hooks,
+            observer=self.observer,
         )
         job = AgentJob(
             frame=frame,
@@ -558,6 +587,14 @@ def _reason_text(reason: str) -> str:
         "aborted": "The run was aborted",
         "model_error": "The model call failed",
     }.get(reason, reason)
+
+
+def _tee(sink: EventSink, also: EventSink) -> EventSink:
+    def both(event: Event) -> None:
+        also(event)
+        sink(event)
+
+    return both
 
 
 def _resolve(model: Model | str) -> Model:

@@ -10,7 +10,8 @@ its parent's state"):
             the child, not the reverse); a background child gets an unlinked one from the caller;
 * shared  — ``services`` (the session's agent runtime and task registry, so anything a child starts
             is registered at the root and never orphaned) and the event sink (events carry the
-            child's own ``AgentRef``, so a UI can tell who is speaking);
+            child's own ``AgentRef``, so a UI can tell who is speaking), and the observer
+            (telemetry: the child's spans are told apart by the same identity);
 * replaced — permissions and hooks: the child's own, derived by the caller, never the parent's
             objects (a child must not widen what its parent may do).
 There are no UI callbacks or parent state setters in a ``ToolContext`` to cut: a child can only
@@ -59,6 +60,7 @@ def create_subagent_context(
         env=dict(parent.env),
         services=parent.services,
         owner=owner,
+        observer=parent.observer,
     )
 
 

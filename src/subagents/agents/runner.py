@@ -32,6 +32,7 @@ from subagents.loop.scheduling import MAX_CONCURRENT_TOOLS
 from subagents.messages import ContentBlock, Message, Usage
 from subagents.models.base import Model, ToolSchema
 from subagents.models.retry import ModelCaller
+from subagents.observe import AgentEnd, AgentStart, provider_name
 from subagents.permissions.checker import PermissionChecker
 from subagents.store.transcript import TranscriptWriter
 from subagents.tools.base import Tool, ToolContext
@@ -200,6 +201,8 @@ async def run_agent(job: AgentJob) -> LoopOutcome:
         reminders=job.reminders,
     )
     outcome: LoopOutcome | None = None
+    observer = job.ctx.observer
+    observation = observer.agent_started(agent_start(job)) if observer is not None else None
     try:
         outcome = await run_loop(spec)
         return outcome
@@ -208,6 +211,41 @@ async def run_agent(job: AgentJob) -> LoopOutcome:
         if log is not None:
             log.close()
         _finish(run, outcome)
+        if observation is not None:
+            observation.end(agent_end(run))
+
+
+def agent_start(job: AgentJob) -> AgentStart:
+    """What an observer is told about an agent about to run (SPEC §15 "agent selected")."""
+    frame, run = job.frame, job.run
+    definition = frame.definition
+    source = definition.source if definition is not None else "fork" if frame.is_fork else ""
+    return AgentStart(
+        agent=run.ref,
+        model=frame.model.name,
+        provider=provider_name(frame.model),
+        source=source or ("session" if run.depth == 0 else "resume"),
+        is_fork=frame.is_fork,
+        is_background=run.is_background,
+        depth=run.depth,
+        description=run.description,
+        prompt=run.prompt,
+        tool_use_id=run.tool_use_id,
+    )
+
+
+def agent_end(run: AgentRun) -> AgentEnd:
+    return AgentEnd(
+        status=run.status,
+        reason=run.reason,
+        duration_ms=run.duration_ms,
+        usage=run.stats.usage,
+        num_turns=run.stats.num_turns,
+        tool_use_count=run.stats.tool_use_count,
+        is_background=run.is_background,
+        error=run.error,
+        final_text=run.result_text,
+    )
 
 
 def _finish(run: AgentRun, outcome: LoopOutcome | None) -> None:

@@ -22,7 +22,8 @@ from subagents.events import Event, EventSink, discard
 from subagents.hooks.engine import HookEngine
 from subagents.models.base import Model
 from subagents.models.resolve import resolve_alias
-from subagents.models.retry import ModelCaller, RetryPolicy
+from subagents.models.retry import ModelCaller, ObservedModelCaller, RetryPolicy
+from subagents.observe import RunObserver
 from subagents.permissions.checker import PermissionChecker
 from subagents.state import ProjectState
 
@@ -51,6 +52,8 @@ class AgentRuntime:
     running_children: int = 0
     sink: EventSink = discard
     on_child_done: list[Callable[[AgentRun], None]] = field(default_factory=list)
+    observer: RunObserver | None = None
+    """Told about every model call (telemetry; None: off, and callers are plain)."""
     _agents_dir: tuple[ProjectState | None, Path] = field(
         default=(None, Path()), init=False, repr=False, compare=False
     )
@@ -71,6 +74,10 @@ class AgentRuntime:
         return resolve_alias(self.provider_model, alias)
 
     def caller(self, model: Model) -> ModelCaller:
+        if self.observer is not None:
+            return ObservedModelCaller(
+                model=model, policy=self.retry, fallback=self.fallback, observer=self.observer
+            )
         return ModelCaller(model=model, policy=self.retry, fallback=self.fallback)
 
     def transcript_for(self, agent_id: str) -> Path | None:

@@ -3,8 +3,9 @@
 Environment. A hook gets a *clean* environment, not the runtime's: only ``PATH``, ``HOME``,
 ``LANG``, ``LC_*``, ``TERM``, ``SHELL``, ``USER`` and ``TMPDIR`` are copied from the parent, plus
 ``CLAUDE_PROJECT_DIR`` (the name Claude Code hooks already use) and ``SUBAGENTS_PROJECT_DIR``, both
-the project directory. API keys and other secrets of the session therefore never reach a hook
-script, which is often a third-party file checked into a repository.
+the project directory, and — when telemetry is on — ``TRACEPARENT``/``TRACESTATE`` of the span
+that fired the hook (``observe.trace_env``). API keys and other secrets of the session therefore
+never reach a hook script, which is often a third-party file checked into a repository.
 
 Processes. Each hook runs in its own session (``start_new_session=True``), so its process group
 holds the shell and everything it spawned. A hook past its timeout, or whose caller is cancelled,
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from subagents.hooks.config import HookCommand
+from subagents.observe import trace_env
 from subagents.processes import ProcessTracker, kill_group
 
 PASSED_ENV_VARS: Final = ("PATH", "HOME", "LANG", "TERM", "SHELL", "USER", "TMPDIR")
@@ -104,7 +106,7 @@ async def run_command_hook(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=cwd,
-            env=dict(env),
+            env={**env, **trace_env()},  # a hook that traces itself continues our trace
             start_new_session=True,
         )
     except OSError as exc:

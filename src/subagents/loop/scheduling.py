@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from subagents.events import ProgressEvent
 from subagents.messages import ToolResultBlock, ToolUseBlock, tool_result_block
+from subagents.observe import RunObserver
 from subagents.tools.base import (
     HOOK_APPROVED,
     CallInfo,
@@ -183,6 +184,30 @@ async def _run_group(
 
 async def execute_call(call: PreparedCall, ctx: ToolContext) -> CallResult:
     """Permission checks, hooks and the call itself; never raises except on cancellation."""
+    if ctx.observer is not None:
+        return await _observed_call(ctx.observer, call, ctx)
+    return await _execute(call, ctx)
+
+
+async def _observed_call(observer: RunObserver, call: PreparedCall, ctx: ToolContext) -> CallResult:
+    """``_execute`` inside the observer's tool-call observation (telemetry's span)."""
+    block = call.block
+    observation = observer.tool_call_started(ctx.agent, block["name"], block["id"], block["input"])
+    try:
+        result = await _execute(call, ctx)
+    except BaseException:
+        observation.end(content="", is_error=True, cancelled=True)
+        raise
+    observation.end(content=_text(result.block), is_error=bool(result.block.get("is_error")))
+    return result
+
+
+def _text(block: ToolResultBlock) -> str:
+    content = block["content"]
+    return content if isinstance(content, str) else ""
+
+
+async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
     block = call.block
     name = block["name"]
     if call.error is not None or call.tool is None or call.args is None:
@@ -231,6 +256,9 @@ async def _authorize(
         verdict = await ctx.hooks.pre_tool_use(tool.name, block["input"], block["id"], ctx)
         extra = verdict.additional_context
         if verdict.decision == "deny":
+            if ctx.observer is not None:
+                decision = {"tool": tool.name, "behavior": "deny", "decided_by": "hook"}
+                ctx.observer.record(ctx.agent, "permission.decision", decision)
             return args, f"Blocked by PreToolUse hook: {verdict.reason or 'denied'}", extra
         if verdict.updated_input is not None:
             args = tool.input_model.model_validate(verdict.updated_input)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from subagents.models.base import MessageDone, Model, ModelError, ModelRequest, complete
+from subagents.observe import RunObserver
 
 Notice = Callable[[str, dict[str, Any]], None]
 
@@ -97,3 +98,21 @@ class ModelCaller:
     def _notice(self, subtype: str, data: dict[str, Any]) -> None:
         if self.on_notice is not None:
             self.on_notice(subtype, data)
+
+
+@dataclass(kw_only=True)
+class ObservedModelCaller(ModelCaller):
+    """A ``ModelCaller`` that tells an observer about each call (its retries included): chosen
+    instead of the plain one only when telemetry is on, so an unobserved call pays nothing."""
+
+    observer: RunObserver
+
+    async def call(self, request: ModelRequest) -> MessageDone:
+        observation = self.observer.model_call_started(self.model, request)
+        try:
+            done = await super().call(request)
+        except BaseException as exc:
+            observation.end(None, exc)
+            raise
+        observation.end(done, None)
+        return done

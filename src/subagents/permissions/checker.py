@@ -83,13 +83,17 @@ class PermissionChecker:
         tracker = self.tracker(ctx.agent.agent_id)
         if tracker.breaker_tripped:
             tracker.record_denial()
+            _observe(ctx, tool, Decision(behavior="deny"), "breaker", None)
             return PermissionResult(
                 behavior="deny",
                 message=f"Permission to use {tool.name} was denied. {tracker.stop_message()}",
             )
         decision = await decide_off_loop(self.context, tool, args, ctx)
+        rule, decided_by = decision.rule, "rule" if decision.rule is not None else "mode"
         if decision.behavior == "ask":
+            decided_by = "hook" if HOOK_APPROVED.get() else "ask"
             decision = await self._resolve_ask(decision, tool, args, ctx)
+        _observe(ctx, tool, decision, decided_by, rule)
         if decision.behavior == "allow":
             tracker.record_allow()
             return ALLOW
@@ -178,3 +182,24 @@ class PermissionChecker:
 
 def _deny(message: str) -> Decision:
     return Decision(behavior="deny", message=message)
+
+
+def _observe(
+    ctx: ToolContext, tool: Tool[Any], decision: Decision, by: str, rule: PermissionRule | None
+) -> None:
+    """Tell telemetry who decided (``decided_by``: rule, mode, hook, ask, breaker) and by which
+    rule; the message quotes the call, so telemetry keeps it only when tool details are on."""
+    if ctx.observer is None:
+        return
+    attributes: dict[str, str] = {
+        "tool": tool.name,
+        "behavior": decision.behavior,
+        "decided_by": by,
+    }
+    if rule is not None:
+        attributes["rule"] = str(rule)
+        if rule.source:
+            attributes["rule_source"] = rule.source
+    if decision.message:
+        attributes["message"] = decision.message
+    ctx.observer.record(ctx.agent, "permission.decision", attributes)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from subagents.abort import AbortSignal
 from subagents.events import AgentRef, EventSink, discard
 from subagents.models.base import ToolSchema
+from subagents.observe import RunObserver
 from subagents.processes import ProcessTracker
 
 InputT = TypeVar("InputT", bound=BaseModel)
@@ -200,6 +201,8 @@ class ToolContext:
     """The session's services (None: a tool run outside a session)."""
     owner: RunningAgent | None = None
     """The agent this context belongs to (``agents.runtime.AgentFrame`` in a session)."""
+    observer: RunObserver | None = None
+    """Told about each tool call and permission decision (telemetry; None: off, free)."""
 
 
 class Tool(ABC, Generic[InputT]):
