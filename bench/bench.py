@@ -22,6 +22,12 @@ transcripts, which are on as by default), wall / ideal critical path, and peak R
 
 Run: ``python bench/bench.py`` (all workloads at L = 0 and 20 ms), or
 ``python bench/bench.py --workload fanout --latency 20 --n 50 --k 10``.
+
+``--telemetry`` measures OpenTelemetry's cost (docs/telemetry.md): ``off`` (default, the figure
+above), ``memory`` (the SDK with batched span processing into an in-memory exporter and an
+in-memory metric reader: the cost of making spans and metrics), ``otlp`` (batched OTLP/HTTP
+export to a receiver in another process on 127.0.0.1, flushed at each session's end, so the
+encoding and sending are in the figure and the receiver's decoding is not).
 """
 
 from __future__ import annotations
@@ -203,6 +209,52 @@ DURABILITY = {"full": (True, True), "transcripts": (True, False), "off": (False,
 """--durability: (transcripts, sidecars). ``full`` is the default configuration."""
 durability = "full"
 freeze_gc = True
+observer: Any = None
+"""--telemetry: the ``Telemetry`` every session gets (None: off)."""
+
+RECEIVER = (
+    "import sys\n"
+    "from subagents.testing.otlp_receiver import OTLPReceiver\n"
+    "with OTLPReceiver() as receiver:\n"
+    "    print(receiver.endpoint, flush=True)\n"
+    "    sys.stdin.read()\n"
+)
+
+
+def telemetry_for(mode: str) -> Any:
+    """The observer of ``--telemetry mode`` (imports OpenTelemetry only when asked)."""
+    if mode == "off":
+        return None
+    import subprocess
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader, PeriodicExportingMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from subagents.telemetry import Telemetry
+
+    tracer_provider = TracerProvider()
+    if mode == "memory":
+        tracer_provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
+        meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        return Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    receiver = subprocess.Popen(
+        [sys.executable, "-c", RECEIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert receiver.stdout is not None
+    endpoint = receiver.stdout.readline().strip()
+    spans = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+    tracer_provider.add_span_processor(BatchSpanProcessor(spans))
+    reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"))
+    meter_provider = MeterProvider(metric_readers=[reader])
+    return Telemetry(
+        tracer_provider=tracer_provider, meter_provider=meter_provider, flush_at_session_end=True
+    )
 
 
 async def run_once(
@@ -225,6 +277,7 @@ async def run_once(
             config=config,
             transcripts=DURABILITY[durability][0],
             sidecars=DURABILITY[durability][1],
+            observer=observer,
         )
     )
     cpu0, kernel0, wall0 = time.process_time(), os.times().system, time.perf_counter()
@@ -321,18 +374,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print figures as JSON lines")
     parser.add_argument(
+        "--telemetry",
+        choices=("off", "memory", "otlp"),
+        default="off",
+        help="OpenTelemetry off (default), into memory, or exported over OTLP/HTTP",
+    )
+    parser.add_argument(
         "--durability",
         choices=tuple(DURABILITY),
         default="full",
         help="full (default: transcripts and sidecars), transcripts only, or off",
     )
     args = parser.parse_args(argv)
-    global durability, freeze_gc
+    global durability, freeze_gc, observer
     durability = args.durability
     freeze_gc = not args.no_gc_freeze
+    observer = telemetry_for(args.telemetry)
     workloads = ["fanout", "fanout-wide", "chain"] if args.workload == "all" else [args.workload]
     if not args.json:
         print(describe_folder(bench_dir()))
+        print(f"# telemetry: {args.telemetry}")
     for workload in workloads:
         for latency in args.latency or [0, 20]:
             figures = measure(workload, latency, args.n, args.k, args.runs)
