@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 
 from cli_helpers import agent_call, run_script, script_args, tool_call
-from subagents.agents.leftovers import is_our_group, read_groups
+from subagents.agents.orphan_processes import is_our_group, read_groups
 from subagents.state import ProjectState
 from subagents.store import FileStore, SidecarRecord
 from subagents.store.transcript import read_records

@@ -41,6 +41,7 @@ EXPORTED = [
     "ScriptedModel",
     "Session",
     "SessionOptions",
+    "SessionResult",
     "Store",
     "SystemEvent",
     "tool",
@@ -114,4 +115,5 @@ async def test_a_session_runs_on_the_public_names_alone(tmp_path: Path) -> None:
     assert isinstance(events[0], subagents.InitEvent) and isinstance(
         events[-1], subagents.ResultEvent
     )
+    assert isinstance(result, subagents.SessionResult)
     assert all(isinstance(run, subagents.AgentRun) for run in result.agents)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from subagents.agents.leftovers import pids_path, record_group
+from subagents.agents.orphan_processes import pids_path, record_group
 from subagents.agents.recovery import (
     INTERRUPTED_CALL_TEXT,
     INTERRUPTED_ERROR,

@@ -13,7 +13,7 @@ from typing import Any
 from cli_helpers import agent_call, recorded, run_script, tool_call, write_script
 from subagents.agents.resume import INTERRUPTED_RESULT, resume_messages
 from subagents.messages import Message, tool_result_block, user_message
-from subagents.session import RunResult, Session, SessionOptions
+from subagents.session import Session, SessionOptions, SessionResult
 from subagents.state import ProjectState
 from subagents.store import FileStore, Lineage, SidecarRecord
 from subagents.testing import ScriptedModel
@@ -41,7 +41,7 @@ def texts(message: dict[str, Any]) -> str:
 
 async def run_session(
     tmp_path: Path, script: dict[str, Any], prompt: str = "go", **options: Any
-) -> tuple[Session, RunResult]:
+) -> tuple[Session, SessionResult]:
     session = Session(
         SessionOptions(
             model=ScriptedModel.from_dict(script),

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from subagents.agents.runner import AgentRun
+from subagents.agents.agent_run import AgentRun
 from subagents.agents.synthesis import COPY_SUFFIX, MAX_PARALLEL, synthesis_prompt
 from subagents.config import RuntimeConfig
 from subagents.models.base import ModelRequest
 from subagents.models.scripted import ScriptedModel
-from subagents.session import RunResult, Session, SessionOptions
+from subagents.session import Session, SessionOptions, SessionResult
 
 TASK = "audit the parser module"
 
@@ -47,7 +47,7 @@ def fan_out_script() -> dict[str, Any]:
     }
 
 
-def agent_output(result: RunResult) -> tuple[str, dict[str, Any]]:
+def agent_output(result: SessionResult) -> tuple[str, dict[str, Any]]:
     """The Agent tool's result as the main agent received it: content and metadata."""
     main = result.agents[0]
     (call,) = [c for c in main.stats.call_outputs if c.tool_name == "Agent"]
@@ -55,7 +55,7 @@ def agent_output(result: RunResult) -> tuple[str, dict[str, Any]]:
     return call.output.content, call.output.metadata
 
 
-async def run_session(tmp_path: Path, config: RuntimeConfig | None) -> RunResult:
+async def run_session(tmp_path: Path, config: RuntimeConfig | None) -> SessionResult:
     model = ScriptedModel.from_dict(fan_out_script())
     options = SessionOptions(model=model, cwd=tmp_path, config=config, transcripts=False)
     result = await Session(options).run("delegate the audit")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from subagents.agents.runner import AgentRun
+from subagents.agents.agent_run import AgentRun
 from subagents.agents.verification import (
     VerificationTracker,
     collect_evidence,
@@ -15,7 +15,7 @@ from subagents.config import RuntimeConfig
 from subagents.events import AgentRef
 from subagents.messages import message_text
 from subagents.models.scripted import ScriptedModel
-from subagents.session import RunResult, Session, SessionOptions
+from subagents.session import Session, SessionOptions, SessionResult
 
 
 def call(name: str, **tool_input: Any) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def delegate(agent_type: str, prompt: str) -> dict[str, Any]:
 
 async def run_script(
     tmp_path: Path, agents: list[dict[str, Any]]
-) -> tuple[RunResult, ScriptedModel, Session]:
+) -> tuple[SessionResult, ScriptedModel, Session]:
     model = ScriptedModel.from_dict({"agents": agents})
     options = SessionOptions(
         model=model,
@@ -45,7 +45,7 @@ async def run_script(
     return result, model, session
 
 
-def agent_metadata(result: RunResult) -> list[dict[str, Any]]:
+def agent_metadata(result: SessionResult) -> list[dict[str, Any]]:
     main = result.agents[0]
     outputs = [c.output for c in main.stats.call_outputs if c.tool_name == "Agent"]
     return [o.metadata or {} for o in outputs if o is not None]

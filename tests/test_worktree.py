@@ -17,21 +17,23 @@ from subagents.hooks.config import HookConfig, parse_hooks
 from subagents.worktrees.admin import (
     list_worktrees,
 )
-from subagents.worktrees.hooks import (
+from subagents.worktrees.commands import (
     create_isolated,
     create_with_hooks,
     remove_with_hooks,
 )
-from subagents.worktrees.lifecycle import (
+from subagents.worktrees.git import (
     EXCLUDE_LINE,
     NotAGitRepository,
     WorktreeError,
-    WorktreeInfo,
     create_worktree,
     finish_worktree,
     isolated_roots,
     settle_orphan,
     working_dir_in,
+)
+from subagents.worktrees.git import (
+    Worktree as WorktreeInfo,
 )
 
 GIT_ENV = {

@@ -2,8 +2,8 @@
 
 The public API is what this package exports (``__all__``, pinned by tests/test_public_api.py):
 
-* running — ``Session``, ``SessionOptions``, ``RuntimeConfig``; the records a run returns
-  (``AgentRun``, ``Usage``);
+* running — ``Session``, ``SessionOptions``, ``RuntimeConfig``; what a run returns
+  (``SessionResult``, with an ``AgentRun`` per agent and ``Usage``);
 * models — the ``Model`` protocol, ``ModelError``, and ``ScriptedModel`` (no network, no key:
   scripted turns or a function per turn);
 * tools — the ``Tool`` base with ``ToolInput``, ``ToolContext``, ``ToolOutput``, ``ToolError``,
@@ -29,7 +29,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "AgentDefinition": "subagents.agents.schema",
     "AgentRef": "subagents.events",
-    "AgentRun": "subagents.agents.runner",
+    "AgentRun": "subagents.agents.agent_run",
     "AssistantEvent": "subagents.events",
     "CallInfo": "subagents.tools.base",
     "DefinitionSet": "subagents.agents.definitions",
@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "ScriptedModel": "subagents.models.scripted",
     "Session": "subagents.session",
     "SessionOptions": "subagents.session",
+    "SessionResult": "subagents.session",
     "Store": "subagents.store.protocol",
     "SystemEvent": "subagents.events",
     "Tool": "subagents.tools.base",
@@ -86,6 +87,7 @@ __all__ = [
     "ScriptedModel",
     "Session",
     "SessionOptions",
+    "SessionResult",
     "Store",
     "SystemEvent",
     "Tool",
@@ -117,8 +119,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from subagents.agents.agent_run import AgentRun
     from subagents.agents.definitions import DefinitionSet, load_definitions
-    from subagents.agents.runner import AgentRun
     from subagents.agents.schema import AgentDefinition
     from subagents.config import RuntimeConfig
     from subagents.events import (
@@ -135,7 +137,7 @@ if TYPE_CHECKING:
     from subagents.messages import Message, Usage
     from subagents.models.base import Model, ModelError
     from subagents.models.scripted import ScriptedModel
-    from subagents.session import Session, SessionOptions
+    from subagents.session import Session, SessionOptions, SessionResult
     from subagents.store.files import FileStore
     from subagents.store.memory import MemoryStore
     from subagents.store.protocol import Store

@@ -29,7 +29,7 @@ AttributeValue = str | bool | int | float
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class AgentStart:
-    """An agent run about to start (``agents.runner.run_agent``)."""
+    """An agent run about to start (``agents.agent_run.run_agent``)."""
 
     agent: AgentRef
     model: str

@@ -1,7 +1,7 @@
 """A session: one main agent, its children, its state folder, its events.
 
 ``Session`` is what the CLI's ``-p`` and the library's ``run()`` drive. It resolves the model,
-builds the main agent's tools and context, runs it through ``agents.runner.run_agent`` and turns
+builds the main agent's tools and context, runs it through ``agents.agent_run.run_agent`` and turns
 the outcome into the result object of SPEC §19 (``subtype``, ``usage`` summed over every agent,
 the per-agent ``agents`` list). Tools reach the session through ``ToolContext.services``
 (``agents.services.SessionServices``).
@@ -19,6 +19,7 @@ from typing import Any
 
 from subagents.abort import AbortSignal
 from subagents.agents import recovery
+from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun, run_agent
 from subagents.agents.agent_tool import AgentTool
 from subagents.agents.catalog import DefinitionWatch, definition_folders
 from subagents.agents.children import Children
@@ -32,7 +33,6 @@ from subagents.agents.prompts import (
     read_prompt_file,
 )
 from subagents.agents.reminders import TurnReminders, reminders_for
-from subagents.agents.runner import AgentFrame, AgentJob, AgentRun, run_agent
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.services import SessionServices
 from subagents.agents.shells import BackgroundShellManager
@@ -140,7 +140,7 @@ class SessionOptions:
 
 
 @dataclass(kw_only=True)
-class RunResult:
+class SessionResult:
     """The end of a session run: the SPEC §19 ``json`` object plus the live records."""
 
     payload: dict[str, Any]
@@ -296,7 +296,7 @@ class Session:
 
     # -- public -------------------------------------------------------------------------------
 
-    async def run(self, prompt: str, on_event: EventSink | None = None) -> RunResult:
+    async def run(self, prompt: str, on_event: EventSink | None = None) -> SessionResult:
         """Run the main agent on ``prompt`` to its end; events go to ``on_event`` as they happen."""
         self._set_sink(on_event or discard)
         return await self._run_main(prompt)
@@ -411,7 +411,7 @@ class Session:
             resumed = user_message([*repair, *blocks])
         return [*history, resumed], len(history)
 
-    async def _run_main(self, prompt: str) -> RunResult:
+    async def _run_main(self, prompt: str) -> SessionResult:
         if self._started:
             # Its writer is closed and its managers released when a run ends (``_release``).
             raise RuntimeError(
@@ -428,7 +428,7 @@ class Session:
             if observation is not None:
                 observation.end(None)
 
-    async def _run_observed(self, prompt: str) -> RunResult:
+    async def _run_observed(self, prompt: str) -> SessionResult:
         tools = self.main_tools()
         names = [t.name for t in tools]
         ref = AgentRef(agent_id=self.session_id, agent_type="main")
@@ -560,7 +560,7 @@ class Session:
             total.add(run.usage)
         return total
 
-    def _result(self, outcome: LoopOutcome, duration_ms: int) -> RunResult:
+    def _result(self, outcome: LoopOutcome, duration_ms: int) -> SessionResult:
         subtype = SUBTYPES[outcome.reason]
         text = outcome.final_text
         if subtype != "success":
@@ -576,7 +576,7 @@ class Session:
             "usage": self.total_usage().to_dict(),
             "agents": [run.summary() for run in self.agents],
         }
-        return RunResult(payload=payload, agents=list(self.agents), outcome=outcome)
+        return SessionResult(payload=payload, agents=list(self.agents), outcome=outcome)
 
 
 def _reason_text(reason: str) -> str:

@@ -18,12 +18,12 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from subagents.agents.agent_run import AgentFrame, AgentJob
 from subagents.agents.assembly import assemble
 from subagents.agents.catalog import spawn_refusal, spawnable
-from subagents.agents.child import ChildRequest, definition_spec
 from subagents.agents.fork import FORK_AGENT_TYPE, FORK_IN_FORK_ERROR, fork_spec
+from subagents.agents.fresh import ChildRequest, definition_spec
 from subagents.agents.resume import refuse_overrides, resume_spec, settle_writes
-from subagents.agents.runner import AgentFrame, AgentJob
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition
 from subagents.agents.services import SessionServices
@@ -40,8 +40,8 @@ from subagents.tools.base import (
     ToolOutput,
     input_json_schema,
 )
-from subagents.worktrees.hooks import create_isolated
-from subagents.worktrees.lifecycle import WorktreeError, isolated_roots, working_dir_in
+from subagents.worktrees.commands import create_isolated
+from subagents.worktrees.git import WorktreeError, isolated_roots, working_dir_in
 
 PermissionModeName = Literal["acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"]
 

@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from subagents.abort import AbortSignal
+from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun
 from subagents.agents.context import create_subagent_context
-from subagents.agents.runner import AgentFrame, AgentJob, AgentRun
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.spec import ChildSpec
 from subagents.events import AgentRef

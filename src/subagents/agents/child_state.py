@@ -8,7 +8,7 @@ decisions about a child are made here and nowhere else:
 * its **placement** — ``move_to_background`` is the only change of ``AgentRun.is_background``
   after the child started; the frame, the permission checker and the shell manager read it;
 * its **terminal status** — ``settle`` decides it from what happened: its loop's own end
-  (``runner.run_agent`` records it), then a stall (failed, with the stall as its error), a stop
+  (``agent_run.run_agent`` records it), then a stall (failed, with the stall as its error), a stop
   (TaskStop, shutdown: killed), a cancellation before its loop ended (killed), and a child that
   never reached an end of its loop (failed).
 
@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from subagents.abort import LinkedAbortSignal
-from subagents.agents.runner import AgentJob, AgentRun, AgentStatus
+from subagents.agents.agent_run import AgentJob, AgentRun, AgentStatus
 from subagents.agents.tasks import TaskState
 from subagents.loop.query import LoopOutcome
 

@@ -26,11 +26,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from subagents.agents import durability
+from subagents.agents.agent_run import AgentJob, AgentRun
+from subagents.agents.child_run import run_child
 from subagents.agents.child_state import Child
-from subagents.agents.lifecycle import run_child
 from subagents.agents.notifications import notification_id, render_notification
 from subagents.agents.results import launched_output, notice_for
-from subagents.agents.runner import AgentJob, AgentRun
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.supervision import Supervisor, append_output
 from subagents.agents.tasks import TaskOutputError, TaskRegistry, TaskState, open_output_file

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from subagents.abort import AbortSignal
-from subagents.agents.leftovers import group_recorder, pids_path
+from subagents.agents.orphan_processes import group_recorder, pids_path
 from subagents.events import AgentRef
 from subagents.processes import ProcessTracker
 from subagents.tools.base import CanUseTool, LoopHooks, RunningAgent, ToolContext, ToolServices
@@ -67,7 +67,7 @@ def create_subagent_context(
 def _child_tracker(
     services: ToolServices | None, agent: AgentRef, transcript: Path | Literal["ask"] | None
 ) -> ProcessTracker:
-    """A fresh tracker that also records each group on disk (``agents.leftovers``), so crash
+    """A fresh tracker that also records each group on disk (``agents.orphan_processes``), so crash
     recovery can kill the child's shells after the runtime itself was killed."""
     if isinstance(transcript, str):  # "ask"
         transcript = services.transcript_for(agent.agent_id) if services is not None else None

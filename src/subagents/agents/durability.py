@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from subagents.agents.runner import AgentJob, AgentRun
+from subagents.agents.agent_run import AgentJob, AgentRun
 from subagents.agents.tasks import TaskState
 from subagents.store.durable import DurableRecords, Written
 from subagents.store.process_identity import ProcessIdentity
@@ -33,9 +33,9 @@ from subagents.store.records import (
     RunStats,
     SidecarRecord,
     TokenUsage,
+    WorktreeInfo,
 )
-from subagents.store.records import WorktreeInfo as StoreWorktree
-from subagents.worktrees.lifecycle import WorktreeInfo
+from subagents.worktrees.git import Worktree
 
 
 def started(records: DurableRecords, job: AgentJob, state: TaskState) -> None:
@@ -64,7 +64,7 @@ def finished(records: DurableRecords, run: AgentRun, state: TaskState) -> Writte
     }
     if run.worktree_outcome is not None and run.worktree_outcome.get("path"):
         kept = bool(run.worktree_outcome.get("kept"))
-        changes["worktree"] = StoreWorktree(
+        changes["worktree"] = WorktreeInfo(
             path=str(run.worktree_outcome["path"]),
             branch=str(run.worktree_outcome.get("branch") or ""),
             outcome="kept" if kept else "removed",
@@ -118,10 +118,10 @@ def build_record(
     )
 
 
-def _worktree_record(info: WorktreeInfo | None) -> StoreWorktree | None:
+def _worktree_record(info: Worktree | None) -> WorktreeInfo | None:
     if info is None:
         return None
-    return StoreWorktree(path=str(info.path), branch=info.branch or "", outcome="active")
+    return WorktreeInfo(path=str(info.path), branch=info.branch or "", outcome="active")
 
 
 def run_stats(run: AgentRun) -> RunStats:

@@ -15,10 +15,10 @@ import asyncio
 import time
 from typing import Any
 
+from subagents.agents.agent_run import AgentJob
 from subagents.agents.child_state import Child
 from subagents.agents.children import Children
 from subagents.agents.results import completed_output
-from subagents.agents.runner import AgentJob
 from subagents.events import ProgressEvent
 from subagents.tools.base import CallInfo, ToolOutput
 

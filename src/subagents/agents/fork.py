@@ -15,7 +15,7 @@ the history is what tells a fork apart, so the rule survives a resumed session.
 
 from __future__ import annotations
 
-from subagents.agents.runner import AgentFrame
+from subagents.agents.agent_run import AgentFrame
 from subagents.agents.spec import ChildSpec
 from subagents.messages import ContentBlock, Message, text_block, tool_result_block, tool_uses
 from subagents.tools.base import ToolError

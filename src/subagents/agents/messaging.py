@@ -18,11 +18,11 @@ import html
 import uuid
 from dataclasses import dataclass
 
+from subagents.agents.agent_run import AgentFrame
 from subagents.agents.assembly import assemble
 from subagents.agents.children import Children
 from subagents.agents.notifications import escape_runtime_tags
 from subagents.agents.resume import resume_spec, session_store, settle_writes
-from subagents.agents.runner import AgentFrame
 from subagents.agents.runtime import AgentRuntime
 from subagents.loop.inbox import InboxItem
 from subagents.store.errors import StoreError

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from pydantic import Field
 
-from subagents.agents.runner import AgentFrame
+from subagents.agents.agent_run import AgentFrame
 from subagents.permissions.checker import PermissionChecker, PermissionRequest
 from subagents.permissions.modes import PermissionMode, parse_mode
 from subagents.tools import descriptions

@@ -6,7 +6,7 @@ start identity, so a reused PID does not count as the owner) was cut off by a cr
 one whose lease this process can take (two processes recovering at once: the lease decides, and
 the record is re-read under it, so the work is done once):
 
-1. kill the child's leftover process groups (``agents.leftovers``: only groups that are
+1. kill the child's leftover process groups (``agents.orphan_processes``: only groups that are
    verifiably still the recorded ones);
 2. read its transcript and repair the interrupted turn: everything after the last
    ``turn_completed`` marker (and a torn last line) is cut off; a durable history that ends
@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from subagents.agents.leftovers import kill_leftovers, pids_path
 from subagents.agents.notifications import AgentNotice, notification_id, render_notification
+from subagents.agents.orphan_processes import kill_leftovers, pids_path
 from subagents.agents.transcript_repair import (
     UnverifiableTranscript,
     append_turn,
@@ -74,7 +74,7 @@ from subagents.store.errors import StoreError
 from subagents.store.process_identity import current_identity, is_alive
 from subagents.store.protocol import Store
 from subagents.store.records import RunResult, SidecarRecord, WorktreeInfo, is_visible
-from subagents.worktrees.lifecycle import settle_orphan
+from subagents.worktrees.git import settle_orphan
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from subagents.agents.agent_run import AgentRun
 from subagents.agents.child_state import Child
 from subagents.agents.notifications import AgentNotice
-from subagents.agents.runner import AgentRun
 from subagents.agents.tasks import TaskState
 from subagents.agents.verification import VERIFICATION_AGENT_TYPE, verification_metadata
 from subagents.tools.base import ToolOutput

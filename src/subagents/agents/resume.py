@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
+from subagents.agents.agent_run import AgentFrame
 from subagents.agents.builtin import BUILTIN_AGENTS
-from subagents.agents.runner import AgentFrame
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition, DefinitionSource, normalize_agent_type
 from subagents.agents.spec import ChildSpec, Workspace

@@ -4,7 +4,7 @@
 the provider model, the project context, hooks and permissions, the record of every agent run,
 the count of running children. Tools reach it through their context
 (``agents.services.SessionServices.runtime``); what one running agent is, is
-``agents.runner.AgentFrame`` (``ctx.owner``).
+``agents.agent_run.AgentFrame`` (``ctx.owner``).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from subagents.agents.agent_run import AgentRun
 from subagents.agents.catalog import DefinitionWatch
 from subagents.agents.definitions import DefinitionSet
 from subagents.agents.project_context import ProjectContext
-from subagents.agents.runner import AgentRun
 from subagents.config import RuntimeConfig
 from subagents.events import Event, EventSink, discard
 from subagents.hooks.engine import HookEngine

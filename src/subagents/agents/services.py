@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from subagents.agents.agent_run import AgentJob
 from subagents.agents.children import Children
 from subagents.agents.foreground import run_foreground
 from subagents.agents.messaging import AgentMessage, send_message
-from subagents.agents.runner import AgentJob
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.shells import BackgroundShellManager
 from subagents.agents.task_service import AgentTasks

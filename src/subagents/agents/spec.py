@@ -1,6 +1,6 @@
 """``ChildSpec``: what one child is to be — the only thing that differs between kinds of child.
 
-A fresh child of a definition (``child.definition_spec``), a fork (``fork.fork_spec``) and a
+A fresh child of a definition (``fresh.definition_spec``), a fork (``fork.fork_spec``) and a
 resume (``resume.resume_spec``) differ in *where their parts come from* — a definition, the
 parent's own request bytes, a frozen snapshot — never in how a child is put together from them.
 So each kind only fills in a ``ChildSpec``, and one function (``assembly.assemble``) builds every
@@ -28,7 +28,7 @@ field                fresh (a definition)        fork                      resum
 Next: a teammate (``kind="teammate"``, issue 22) fills in ``team`` — team and member name —
 and its inbox becomes its team mailbox; agent-scoped resources (MCP servers of the
 definition, issue 17) are opened with the child and closed in its ``finally`` by
-``lifecycle.run_child``, as its worktree is settled there now. Neither needs a fourth copy of the
+``child_run.run_child``, as its worktree is settled there now. Neither needs a fourth copy of the
 assembly: see docs/agents.md, "One child, from spec to record".
 """
 
@@ -45,7 +45,7 @@ from subagents.models.base import Model, ToolSchema
 from subagents.permissions.modes import PermissionMode
 from subagents.store.records import Lineage
 from subagents.tools.base import Tool
-from subagents.worktrees.lifecycle import WorktreeInfo
+from subagents.worktrees.git import Worktree
 
 ChildKind = Literal["fresh", "fork", "resume"]
 
@@ -57,7 +57,7 @@ class Workspace:
 
     cwd: Path | None = None
     roots: tuple[Path, ...] | None = None
-    worktree: WorktreeInfo | None = None
+    worktree: Worktree | None = None
     """The child's own worktree, settled when it ends (kept or removed)."""
 
 

@@ -21,9 +21,9 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun
 from subagents.agents.assembly import assemble
-from subagents.agents.child import ChildRequest, definition_spec
-from subagents.agents.runner import AgentFrame, AgentJob, AgentRun
+from subagents.agents.fresh import ChildRequest, definition_spec
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.services import SessionServices
 from subagents.tools.base import CallInfo, ToolContext, ToolOutput

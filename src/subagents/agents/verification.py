@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from subagents.agents.agent_run import AgentRun
 from subagents.agents.builtin import VERIFICATION, parse_verdict
-from subagents.agents.runner import AgentRun
 from subagents.agents.runtime import AgentRuntime
 from subagents.loop.inbox import Inbox, InboxItem
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from subagents.events import Event, ProgressEvent, SystemEvent
-from subagents.session import RunResult, Session, SessionOptions
+from subagents.session import Session, SessionOptions, SessionResult
 from subagents.state import ProjectState
 
 DEFAULT_MODEL = "local"
@@ -54,7 +54,7 @@ def run_headless(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run(session: Session, prompt: str, printer: _Printer) -> RunResult:
+async def _run(session: Session, prompt: str, printer: _Printer) -> SessionResult:
     """Run with SIGINT/SIGTERM turned into an abort: children stop, their shells die, and the
     run still ends with a result (``error_during_execution``)."""
     loop = asyncio.get_running_loop()
@@ -175,7 +175,7 @@ class _Printer:
             and event.subtype in ("agent_progress", "todos")
         )
 
-    def finish(self, result: RunResult) -> None:
+    def finish(self, result: SessionResult) -> None:
         if self.format == "json":
             _write_json(result.payload)
         elif self.format == "text" and not result.is_error:

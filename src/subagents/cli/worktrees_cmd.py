@@ -21,7 +21,7 @@ from subagents.worktrees.admin import (
     list_worktrees,
     remove_worktree,
 )
-from subagents.worktrees.lifecycle import (
+from subagents.worktrees.git import (
     WorktreeError,
     find_repo_root,
     worktree_changes,

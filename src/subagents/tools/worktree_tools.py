@@ -24,14 +24,14 @@ from pydantic import Field
 from subagents.hooks.config import HookConfig
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.worktrees.hooks import (
+from subagents.worktrees.commands import (
     create_with_hooks,
     remove_with_hooks,
 )
-from subagents.worktrees.lifecycle import (
+from subagents.worktrees.git import (
     NotAGitRepository,
+    Worktree,
     WorktreeError,
-    WorktreeInfo,
     create_named_worktree,
     discard_worktree,
     isolated_roots,
@@ -54,7 +54,7 @@ class WorktreeSession:
     hooks: HookConfig | None = None
     """Settings hooks; their WorktreeCreate/WorktreeRemove apply outside a git repository."""
     session_id: str = ""
-    active: WorktreeInfo | None = None
+    active: Worktree | None = None
     previous_cwd: Path | None = None
     previous_roots: tuple[Path, ...] = ()
 
@@ -115,7 +115,7 @@ class EnterWorktreeTool(Tool[EnterWorktreeInput]):
             metadata=_fields(worktree),
         )
 
-    async def _create(self, name: str, ctx: ToolContext) -> WorktreeInfo:
+    async def _create(self, name: str, ctx: ToolContext) -> Worktree:
         try:
             try:
                 return await create_named_worktree(ctx.cwd, name)
@@ -165,7 +165,7 @@ class ExitWorktreeTool(Tool[ExitWorktreeInput]):
             ) from None
         return ToolOutput(content=f"Returned to {previous}; removed worktree {worktree.path}.")
 
-    async def _refuse_if_changed(self, worktree: WorktreeInfo) -> None:
+    async def _refuse_if_changed(self, worktree: Worktree) -> None:
         """Refuse (changing nothing) when removal would lose work or we cannot tell."""
         if worktree.hook_based:
             raise ToolError(
@@ -190,7 +190,7 @@ class ExitWorktreeTool(Tool[ExitWorktreeInput]):
         state.active, state.previous_cwd, state.previous_roots = None, None, ()
         return ctx.cwd
 
-    async def _remove(self, worktree: WorktreeInfo, ctx: ToolContext) -> None:
+    async def _remove(self, worktree: Worktree, ctx: ToolContext) -> None:
         if worktree.hook_based:
             await remove_with_hooks(
                 worktree,
@@ -202,7 +202,7 @@ class ExitWorktreeTool(Tool[ExitWorktreeInput]):
         await discard_worktree(worktree)
 
 
-def _fields(worktree: WorktreeInfo) -> dict[str, str]:
+def _fields(worktree: Worktree) -> dict[str, str]:
     fields = {"worktreePath": str(worktree.path)}
     if worktree.branch is not None:
         fields["worktreeBranch"] = worktree.branch

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from subagents.worktrees.lifecycle import (
+from subagents.worktrees.git import (
     WORKTREES_DIR,
     WorktreeError,
     git_output,

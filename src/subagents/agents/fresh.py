@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from subagents.agents.agent_run import AgentFrame
 from subagents.agents.definitions import resolve_tool_names
 from subagents.agents.prompts import child_system_prompt, environment_for, profile_of
 from subagents.agents.reminders import reminders_for
-from subagents.agents.runner import AgentFrame
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition
 from subagents.agents.spec import ChildSpec, Workspace
@@ -31,7 +31,7 @@ from subagents.messages import user_message
 from subagents.models.base import Model
 from subagents.permissions.modes import parse_mode
 from subagents.tools.base import Tool, ToolContext
-from subagents.worktrees.lifecycle import WorktreeInfo
+from subagents.worktrees.git import Worktree
 
 
 @dataclass(kw_only=True)
@@ -50,7 +50,7 @@ class ChildRequest:
     agent_id: str | None = None
     """Drawn by the caller when something (a worktree) must be named after the child first."""
     roots: tuple[Path, ...] | None = None
-    worktree: WorktreeInfo | None = None
+    worktree: Worktree | None = None
     """The child's isolated worktree, when isolated."""
 
 

@@ -27,7 +27,7 @@ outcome names the path and branch (``worktreePath`` / ``worktreeBranch`` in the 
 Crash recovery (``settle_orphan``) applies the same rule to a worktree whose child died.
 
 Outside a git repository, configured ``WorktreeCreate`` / ``WorktreeRemove`` hooks do the
-isolation (``subagents.worktrees.hooks``, whose ``create_isolated`` is the entry point for
+isolation (``subagents.worktrees.commands``, whose ``create_isolated`` is the entry point for
 ``isolation: "worktree"``); listing and removing what children left is
 ``subagents.worktrees.admin``.
 
@@ -81,7 +81,7 @@ class NotAGitRepository(WorktreeError):
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
-class WorktreeInfo:
+class Worktree:
     """One created worktree. Stored in the child's sidecar so recovery can settle it."""
 
     path: Path
@@ -110,7 +110,7 @@ class WorktreeInfo:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> WorktreeInfo:
+    def from_dict(cls, data: Mapping[str, Any]) -> Worktree:
         """Inverse of ``to_dict``; raises ``WorktreeError`` naming a missing field."""
         try:
             path, name = Path(data["path"]), str(data["name"])
@@ -266,7 +266,7 @@ def random_session_name() -> str:
     return f"session-{secrets.token_hex(4)}"
 
 
-def working_dir_in(info: WorktreeInfo, original_cwd: Path) -> Path:
+def working_dir_in(info: Worktree, original_cwd: Path) -> Path:
     """Where to work inside ``info``: the same sub-folder ``original_cwd`` was in, if present."""
     if info.repo_root is None:
         return info.path
@@ -312,14 +312,12 @@ def _ensure_excluded(common_dir: Path) -> None:
 # -- creation -----------------------------------------------------------------------------------
 
 
-async def create_worktree(cwd: Path, agent_id: str) -> WorktreeInfo:
+async def create_worktree(cwd: Path, agent_id: str) -> Worktree:
     """A worktree for agent ``agent_id`` on branch ``subagents/agent-<8>`` from HEAD."""
     return await create_named_worktree(cwd, agent_worktree_name(agent_id), agent_id=agent_id)
 
 
-async def create_named_worktree(
-    cwd: Path, name: str, *, agent_id: str | None = None
-) -> WorktreeInfo:
+async def create_named_worktree(cwd: Path, name: str, *, agent_id: str | None = None) -> Worktree:
     """Create ``<root>/.subagents/worktrees/<name>`` on a new branch ``subagents/<name>``.
 
     Raises ``NotAGitRepository`` outside a repository and ``WorktreeError`` for every other
@@ -346,7 +344,7 @@ def _repo_lock(root: Path) -> asyncio.Lock:
     return lock
 
 
-async def _create_in(root: Path, cwd: Path, name: str, agent_id: str | None) -> WorktreeInfo:
+async def _create_in(root: Path, cwd: Path, name: str, agent_id: str | None) -> Worktree:
     head = await _head_commit(root)
     base_ref = await _symbolic_head(root)
     path = root / WORKTREES_DIR / name
@@ -360,7 +358,7 @@ async def _create_in(root: Path, cwd: Path, name: str, agent_id: str | None) -> 
     )
     common = Path(common_out.strip())
     _ensure_excluded(common)
-    info = WorktreeInfo(
+    info = Worktree(
         path=path,
         name=name,
         branch=branch,
@@ -411,7 +409,7 @@ async def _admin_dir(path: Path) -> Path:
     return Path(out.strip())
 
 
-async def _write_metadata(info: WorktreeInfo) -> None:
+async def _write_metadata(info: Worktree) -> None:
     admin = await _admin_dir(info.path)
     target = admin / METADATA_FILE
     tmp = target.with_suffix(".tmp")
@@ -480,7 +478,7 @@ async def _count_commits(cwd: Path, tip: str, base: str | None, branch: str | No
     return int(out.strip() or "0")
 
 
-async def finish_worktree(info: WorktreeInfo, *, success: bool) -> WorktreeOutcome:
+async def finish_worktree(info: Worktree, *, success: bool) -> WorktreeOutcome:
     """Apply the end-of-run rule: remove only after a success that changed nothing."""
     kept = WorktreeOutcome(kept=True, path=info.path, branch=info.branch, reason="")
     if info.hook_based:
@@ -504,7 +502,7 @@ async def finish_worktree(info: WorktreeInfo, *, success: bool) -> WorktreeOutco
     return WorktreeOutcome(kept=False, path=None, branch=None, reason="no changes; removed")
 
 
-async def _finish_missing(info: WorktreeInfo, *, success: bool) -> WorktreeOutcome:
+async def _finish_missing(info: Worktree, *, success: bool) -> WorktreeOutcome:
     """The folder is gone (removed by hand, or by us before a crash): settle the branch."""
     assert info.repo_root is not None
     assert info.branch is not None
@@ -538,7 +536,7 @@ async def remove_checkout(root: Path, path: Path, branch: str | None) -> None:
         await git_output("branch", "-D", branch, cwd=root, what=f"deleting branch {branch}")
 
 
-async def discard_worktree(info: WorktreeInfo) -> None:
+async def discard_worktree(info: Worktree) -> None:
     """Remove a git worktree and its branch whatever they hold: the caller chose to discard."""
     if info.hook_based or info.repo_root is None:
         raise WorktreeError(f"{info.path} is not a git worktree made by subagents")
@@ -549,7 +547,7 @@ async def settle_orphan(
     info_dict: Mapping[str, Any], *, completed: bool = False
 ) -> WorktreeOutcome:
     """Recovery for a child that died: kept, unless it had completed and changed nothing."""
-    return await finish_worktree(WorktreeInfo.from_dict(info_dict), success=completed)
+    return await finish_worktree(Worktree.from_dict(info_dict), success=completed)
 
 
 def _with_reason(outcome: WorktreeOutcome, reason: str) -> WorktreeOutcome:

@@ -21,10 +21,10 @@ from typing import Any
 from subagents.hooks.config import HookConfig
 from subagents.hooks.runner import clean_environment, run_hooks
 from subagents.processes import ProcessTracker
-from subagents.worktrees.lifecycle import (
+from subagents.worktrees.git import (
     NotAGitRepository,
+    Worktree,
     WorktreeError,
-    WorktreeInfo,
     agent_worktree_name,
     check_name,
     create_worktree,
@@ -38,7 +38,7 @@ async def create_isolated(
     hooks: HookConfig | None = None,
     session_id: str = "",
     processes: ProcessTracker | None = None,
-) -> WorktreeInfo:
+) -> Worktree:
     """Git worktree inside a repository; outside one, the configured WorktreeCreate hooks."""
     try:
         return await create_worktree(cwd, agent_id)
@@ -57,7 +57,7 @@ async def create_with_hooks(
     name: str | None = None,
     session_id: str = "",
     processes: ProcessTracker | None = None,
-) -> WorktreeInfo:
+) -> Worktree:
     """Run the WorktreeCreate hooks (JSON ``{name, …}`` on stdin); each prints the path made."""
     commands = hooks.commands_for("WorktreeCreate", None) if hooks is not None else []
     if not commands:
@@ -80,7 +80,7 @@ async def create_with_hooks(
         if lines:
             printed.add(lines[-1])
     path = _single_hook_path(printed)
-    return WorktreeInfo(path=path, name=name, agent_id=agent_id, hook_based=True)
+    return Worktree(path=path, name=name, agent_id=agent_id, hook_based=True)
 
 
 def _single_hook_path(printed: set[str]) -> Path:
@@ -97,7 +97,7 @@ def _single_hook_path(printed: set[str]) -> Path:
 
 
 async def remove_with_hooks(
-    info: WorktreeInfo,
+    info: Worktree,
     *,
     hooks: HookConfig | None,
     session_id: str = "",

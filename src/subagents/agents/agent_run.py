@@ -36,7 +36,7 @@ from subagents.observe import AgentEnd, AgentStart, provider_name
 from subagents.permissions.checker import PermissionChecker
 from subagents.store.transcript import TranscriptWriter
 from subagents.tools.base import Tool, ToolContext
-from subagents.worktrees.lifecycle import WorktreeInfo
+from subagents.worktrees.git import Worktree
 
 AgentStatus = Literal["running", "completed", "failed", "killed"]
 
@@ -140,7 +140,7 @@ class AgentJob:
     tool_concurrency: int = MAX_CONCURRENT_TOOLS
     parent_tool_names: tuple[str, ...] = ()
     """What the parent can use (does it have Read or Bash to look at an output file?)."""
-    worktree: WorktreeInfo | None = None
+    worktree: Worktree | None = None
     """The child's isolated worktree; settled at the end."""
     reminders: Callable[[], list[ContentBlock]] | None = None
     """Blocks for each user message the loop builds: catalog changes, critical reminder."""

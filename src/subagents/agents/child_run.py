@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 
 from subagents.abort import LinkedAbortSignal
-from subagents.agents.runner import AgentJob, run_agent
+from subagents.agents.agent_run import AgentJob, run_agent
 from subagents.agents.runtime import AgentRuntime
 from subagents.loop.query import LoopOutcome, LoopStats
 from subagents.messages import ContentBlock, text_block, tool_uses
-from subagents.worktrees.lifecycle import finish_worktree
+from subagents.worktrees.git import finish_worktree
 
 _log = logging.getLogger(__name__)
 
