@@ -6,7 +6,8 @@ about 15 times faster than the standard library (measured: a 1.5 KB sidecar 9.6 
 transcript message 2.2 µs → 0.15 µs). Its output is plain UTF-8 JSON that ``json.loads``
 reads back unchanged; the values it refuses (integers beyond 64 bits, non-string keys) are
 encoded by the standard library instead, so nothing a caller could pass fails here that would
-not fail there.
+not fail there. A string holding a lone surrogate (which no UTF-8 can carry) is written as a
+``\\uXXXX`` escape, so one odd character from a model never stops a transcript write.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import orjson
 
 _FALLBACK = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_ASCII_FALLBACK = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
 
 
 def dumps(value: Any) -> bytes:
@@ -24,4 +26,10 @@ def dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return _FALLBACK.encode(value).encode()
+        text = _FALLBACK.encode(value)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate ("\ud800" from a model, a non-UTF-8 byte kept by surrogateescape) is
+        # not UTF-8; as a JSON escape it is plain ASCII and reads back as the same string.
+        return _ASCII_FALLBACK.encode(value).encode()

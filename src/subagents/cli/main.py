@@ -89,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    _tolerate_lone_surrogates()
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
@@ -108,6 +109,16 @@ def _main(argv: Sequence[str] | None) -> int:
     gc.enable()
     _raise_descriptor_limit()
     return run_headless(args)
+
+
+def _tolerate_lone_surrogates() -> None:
+    """A lone surrogate (``\\ud800``) in a model's text is no UTF-8: print it as the escape
+    ``\\ud800`` instead of failing the run at its last step. Inside a JSON string that escape is
+    the JSON for the same character, so ``json`` and ``stream-json`` output stay valid."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)  # absent when a test swaps the stream
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
 
 def _raise_descriptor_limit(ceiling: int = 65_536) -> None:

@@ -26,6 +26,7 @@ from subagents.observe import RunObserver
 from subagents.tools.base import (
     HOOK_APPROVED,
     CallInfo,
+    LoopHooks,
     Tool,
     ToolContext,
     ToolError,
@@ -213,14 +214,16 @@ async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
     if call.error is not None or call.tool is None or call.args is None:
         return _error(block, call.error or "invalid call")
     tool, args = call.tool, call.args
+    extra_context = ""
+    step = "permission check"
     try:
         if ctx.hooks is None:  # no hook to consult: straight to the rules (one await less)
             args, denial = await _check_rules(tool, args, ctx)
-            extra_context = ""
         else:
             args, denial, extra_context = await _authorize(tool, args, block, ctx)
         if denial is not None:
             return _error(block, denial)
+        step = "call"
         info = CallInfo(tool_use_id=block["id"], progress=_progress_reporter(ctx, block["id"]))
         output = await tool.call(args, ctx, info)
     except ToolError as exc:
@@ -230,10 +233,10 @@ async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
     except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:
-        output = ToolOutput(content=f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        output = ToolOutput(content=_failure(name, step, exc), is_error=True)
     content = truncate(output.content, tool.max_result_chars)
     if ctx.hooks is not None:
-        added = await ctx.hooks.post_tool_use(name, block["input"], block["id"], output, ctx)
+        added = await _post_tool_use(ctx.hooks, name, block, output, ctx)
         if added:
             content = f"{content}\n\n{added}"
     if extra_context:
@@ -261,7 +264,15 @@ async def _authorize(
                 ctx.observer.record(ctx.agent, "permission.decision", decision)
             return args, f"Blocked by PreToolUse hook: {verdict.reason or 'denied'}", extra
         if verdict.updated_input is not None:
-            args = tool.input_model.model_validate(verdict.updated_input)
+            try:
+                args = tool.input_model.model_validate(verdict.updated_input)
+            except ValidationError as exc:
+                problem = format_validation_error(tool.name, exc).partition("\n")[2]
+                return (
+                    args,
+                    f"A PreToolUse hook returned an invalid updatedInput:\n{problem}",
+                    extra,
+                )
         if verdict.decision == "allow":
             token = HOOK_APPROVED.set(True)
     try:
@@ -289,6 +300,33 @@ async def _check_rules(
         if decision.updated_input is not None:
             args = tool.input_model.model_validate(decision.updated_input)
     return args, None
+
+
+def _failure(name: str, step: str, exc: Exception) -> str:
+    """An unexpected exception as the model's error result: which step, which exception."""
+    where = "" if step == "call" else f" ({step})"
+    return f"{name} failed{where}: {type(exc).__name__}: {_short(exc)}"
+
+
+def _short(exc: BaseException, limit: int = 2000) -> str:
+    # An exception's text may be huge (a hook's output, a deeply nested value): keep a head.
+    try:
+        text = str(exc)
+    except Exception:  # a broken __str__ must not turn one failure into a crash
+        text = repr(type(exc))
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+async def _post_tool_use(
+    hooks: LoopHooks, name: str, block: ToolUseBlock, output: ToolOutput, ctx: ToolContext
+) -> str:
+    """PostToolUse context for the result; a failing hook step is reported, never raised."""
+    try:
+        return await hooks.post_tool_use(name, block["input"], block["id"], output, ctx)
+    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:
+        return f"(PostToolUse hook step failed: {type(exc).__name__}: {_short(exc, 500)})"
 
 
 def _error(block: ToolUseBlock, message: str) -> CallResult:

@@ -625,7 +625,8 @@ class ScriptedModel:
         path = self.record_path
         assert path is not None
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as file:
+        # backslashreplace: a lone surrogate becomes the JSON escape for the same character.
+        with path.open("a", encoding="utf-8", errors="backslashreplace") as file:
             file.write(line + "\n")
 
     # checks for tests

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.paths import resolve_path
+from subagents.tools.paths import PathText, resolve_path
 
 SNIPPET_CONTEXT_LINES = 4
 ENCODING = "utf-8"
@@ -27,7 +27,7 @@ DESCRIPTION = descriptions.EDIT
 
 
 class EditInput(ToolInput):
-    file_path: str = Field(description="The path of the file to modify.")
+    file_path: PathText = Field(description="The path of the file to modify.")
     old_string: str = Field(description="The exact text to replace.")
     new_string: str = Field(description="The text to replace it with (must differ).")
     replace_all: bool = Field(

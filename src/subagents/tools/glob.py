@@ -16,7 +16,7 @@ from pydantic import Field
 
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.paths import allowed_roots, display_path, resolve_path
+from subagents.tools.paths import PathText, allowed_roots, display_path, resolve_path
 from subagents.tools.walk import compile_glob, iter_files, split_literal_prefix
 
 MAX_RESULTS = 100
@@ -26,7 +26,7 @@ DESCRIPTION = descriptions.GLOB.format(max_results=MAX_RESULTS)
 
 class GlobInput(ToolInput):
     pattern: str = Field(description="The glob pattern to match files against.")
-    path: str | None = Field(
+    path: PathText | None = Field(
         default=None,
         description="The directory to search in (default: the working directory).",
     )

@@ -21,7 +21,7 @@ from pydantic import Field
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
 from subagents.tools.glob import newest_first, search_directory
-from subagents.tools.paths import allowed_roots, display_path, resolve_path
+from subagents.tools.paths import PathText, allowed_roots, display_path, resolve_path
 from subagents.tools.walk import compile_glob, iter_files
 
 MAX_LINE_CHARS = 500
@@ -38,7 +38,7 @@ DESCRIPTION = descriptions.GREP.format(
 
 class GrepInput(ToolInput):
     pattern: str = Field(description="The regular expression to search for in file contents.")
-    path: str | None = Field(
+    path: PathText | None = Field(
         default=None, description="File or directory to search (default: working directory)."
     )
     glob: str | None = Field(

@@ -11,10 +11,25 @@ The check is on the resolved path, never on the text the model wrote.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 from subagents.tools.base import ToolContext, ToolError
 
 CONFINEMENT_NOTE = "File tools are confined to the working directory and its added directories."
+
+
+def _no_nul(raw: str) -> str:
+    # Checked at validation, before any permission rule resolves the path: the OS refuses such
+    # a name anyway, and the model learns which field to fix.
+    if "\x00" in raw:
+        raise ValueError("the path contains a NUL byte, which no file name can hold")
+    return raw
+
+
+PathText = Annotated[str, AfterValidator(_no_nul)]
+"""A path field of a file tool's input (``file_path``, ``path``): a string without NUL."""
 
 
 def allowed_roots(ctx: ToolContext) -> tuple[Path, ...]:

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.paths import resolve_path
+from subagents.tools.paths import PathText, resolve_path
 
 DEFAULT_LINE_LIMIT = 2000
 MAX_LINE_CHARS = 2000
@@ -37,7 +37,7 @@ DESCRIPTION = descriptions.READ.format(
 
 
 class ReadInput(ToolInput):
-    file_path: str = Field(description="The path of the file to read.")
+    file_path: PathText = Field(description="The path of the file to read.")
     offset: int | None = Field(
         default=None,
         ge=0,

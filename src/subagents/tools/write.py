@@ -15,13 +15,13 @@ from pydantic import Field
 
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.paths import resolve_path
+from subagents.tools.paths import PathText, resolve_path
 
 DESCRIPTION = descriptions.WRITE
 
 
 class WriteInput(ToolInput):
-    file_path: str = Field(description="The path of the file to write.")
+    file_path: PathText = Field(description="The path of the file to write.")
     content: str = Field(description="The full content to write to the file.")
 
 
