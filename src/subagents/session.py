@@ -476,6 +476,7 @@ class Session:
             services=self.services,
             owner=frame,
             can_use_tool=self.permissions,
+            read_guard=self.permissions,
             hooks=self.runtime.hooks,
             observer=self.observer,
         )

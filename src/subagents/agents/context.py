@@ -12,8 +12,8 @@ its parent's state"):
             is registered at the root and never orphaned) and the event sink (events carry the
             child's own ``AgentRef``, so a UI can tell who is speaking), and the observer
             (telemetry: the child's spans are told apart by the same identity);
-* replaced — permissions and hooks: the child's own, derived by the caller, never the parent's
-            objects (a child must not widen what its parent may do).
+* replaced — permissions, read rules and hooks: the child's own, derived by the caller, never the
+            parent's objects (a child must not widen what its parent may do).
 There are no UI callbacks or parent state setters in a ``ToolContext`` to cut: a child can only
 emit events, and those are tagged with its identity.
 """
@@ -27,7 +27,14 @@ from subagents.abort import AbortSignal
 from subagents.agents.orphan_processes import group_recorder, pids_path
 from subagents.events import AgentRef
 from subagents.processes import ProcessTracker
-from subagents.tools.base import CanUseTool, LoopHooks, RunningAgent, ToolContext, ToolServices
+from subagents.tools.base import (
+    CanUseTool,
+    LoopHooks,
+    ReadGuard,
+    RunningAgent,
+    ToolContext,
+    ToolServices,
+)
 
 
 def create_subagent_context(
@@ -56,6 +63,9 @@ def create_subagent_context(
         processes=_child_tracker(parent.services, agent, transcript),
         read_files=dict(parent.read_files),
         can_use_tool=can_use_tool,
+        # The child's own checker holds its rules (the parent's plus its own denials); a
+        # wrapped check (a read-only agent's guard) keeps the parent's read rules.
+        read_guard=can_use_tool if isinstance(can_use_tool, ReadGuard) else parent.read_guard,
         hooks=hooks,
         env=dict(parent.env),
         services=parent.services,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -27,6 +28,7 @@ from subagents.events import AgentRef
 from subagents.permissions.context import PermissionContext
 from subagents.permissions.decision import Decision, decide_off_loop
 from subagents.permissions.denials import DenialLimits, DenialTracker
+from subagents.permissions.read_rules import read_denial
 from subagents.permissions.rules import PermissionRule
 from subagents.tools.base import ALLOW, HOOK_APPROVED, PermissionResult, Tool, ToolContext
 
@@ -113,6 +115,11 @@ class PermissionChecker:
     def breaker_tripped(self, agent_id: str) -> bool:
         tracker = self.trackers.get(agent_id)
         return tracker is not None and tracker.breaker_tripped
+
+    def read_denial(self, path: Path, *, asks: bool) -> str | None:
+        """This agent's read rules for one file a tool touches (``tools.base.ReadGuard``)."""
+        context = self.context
+        return read_denial(context.deny, context.ask, context.scope, path, asks=asks)
 
     def agent_type_denial(self, agent_type: str) -> str | None:
         """Refusal text when a deny rule forbids spawning ``agent_type`` (see the context)."""

@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -75,6 +75,21 @@ class PermissionResult:
 ALLOW = PermissionResult(behavior="allow")
 
 CanUseTool = Callable[["Tool[Any]", BaseModel, "ToolContext"], Awaitable[PermissionResult]]
+
+
+@runtime_checkable
+class ReadGuard(Protocol):
+    """The read permission rules, for each file a tool reads or lists (not just the call's path).
+
+    A call's permission check sees one path; Grep and Glob then touch every file below it, and
+    Edit shows the content it changed. Each such file is put to ``read_denial`` first."""
+
+    def read_denial(self, path: Path, *, asks: bool) -> str | None:
+        """Why reading the resolved ``path`` is refused (naming the rule), or None.
+
+        ``asks``: an ``ask`` rule refuses too (a file met inside a search cannot be asked for
+        one by one); False where the call's own check already asked about this path."""
+        ...
 
 
 @dataclass(kw_only=True, slots=True)
@@ -195,6 +210,8 @@ class ToolContext:
     processes: ProcessTracker = field(default_factory=ProcessTracker)
     read_files: dict[str, int] = field(default_factory=dict)
     can_use_tool: CanUseTool | None = None
+    read_guard: ReadGuard | None = None
+    """Read rules applied to every file a tool reads or lists; None: no rules to apply."""
     hooks: LoopHooks | None = None
     env: dict[str, str] = field(default_factory=dict)
     services: ToolServices | None = None

@@ -10,6 +10,7 @@ own line endings survive an edit untouched.
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,11 +18,14 @@ from pydantic import Field
 
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.paths import PathText, resolve_path
+from subagents.tools.confined import open_confined
+from subagents.tools.paths import PathText, allowed_roots, refuse_denied_read, resolve_path
+from subagents.tools.write import encode_text, write_all
 
 SNIPPET_CONTEXT_LINES = 4
 ENCODING = "utf-8"
 ERRORS = "surrogateescape"
+MAX_EDIT_BYTES = 32 * 1024 * 1024
 
 DESCRIPTION = descriptions.EDIT
 
@@ -55,7 +59,9 @@ class EditTool(Tool[EditInput]):
 
     async def call(self, args: EditInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         path = resolve_path(args.file_path, ctx)
-        result = await asyncio.to_thread(edit_file, path, args)
+        # Edit shows the lines it changed: a file the read rules deny is not shown that way.
+        refuse_denied_read(path, ctx)
+        result = await asyncio.to_thread(edit_file, path, args, allowed_roots(ctx))
         ctx.read_files[str(path)] = result.mtime_ns
         if result.replacements > 1:
             head = (
@@ -72,46 +78,80 @@ class EditTool(Tool[EditInput]):
         return ToolOutput(content=content, metadata={"files_changed": [str(path)]})
 
 
-def edit_file(path: Path, args: EditInput) -> EditResult:
-    """Apply the edit to ``path`` on disk; ``ToolError`` explains any reason it cannot."""
+def edit_file(path: Path, args: EditInput, roots: tuple[Path, ...]) -> EditResult:
+    """Apply the edit to ``path`` on disk; ``ToolError`` explains any reason it cannot.
+
+    The file is opened once (read and write, below its root, no symlink followed: see
+    ``confined.open_confined``), so the file changed is the file read."""
     if args.old_string == args.new_string:
         raise ToolError(
             "No changes to make: old_string and new_string are exactly the same. "
             "Give the text to replace and a different replacement."
         )
-    original = _load(path, creating=args.old_string == "")
-    result = replace_text(original, args, path)
+    creating = args.old_string == ""
+    fd = _open(path, roots, creating=creating)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding=ENCODING, errors=ERRORS, newline="") as handle:
-            handle.write(result.content)
-        result.mtime_ns = path.stat().st_mtime_ns
-    except OSError as exc:
-        raise ToolError(f"Cannot write {path}: {exc.strerror or exc}") from None
+        original = _load(fd, path)
+        result = replace_text(original, args, path)
+        data = encode_text(result.content, "new_string")
+        try:
+            os.lseek(fd, 0, os.SEEK_SET)
+            write_all(fd, data)
+            os.ftruncate(fd, len(data))
+            result.mtime_ns = os.fstat(fd).st_mtime_ns
+        except OSError as exc:
+            raise ToolError(f"Cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     return result
 
 
-def _load(path: Path, *, creating: bool) -> str:
-    """The file's text; a missing file reads as empty only when the edit creates it."""
-    if path.is_dir():
-        raise ToolError(f"{path} is a directory; Edit changes files.")
+def _open(path: Path, roots: tuple[Path, ...], *, creating: bool) -> int:
+    """A read-write descriptor; a missing file is created only when the edit creates it."""
+    flags = os.O_RDWR | (os.O_CREAT if creating else 0)
     try:
-        raw = path.read_bytes()
+        return open_confined(path, roots, flags, make_parents=creating).fd
+    except IsADirectoryError:
+        raise ToolError(f"{path} is a directory; Edit changes files.") from None
     except FileNotFoundError:
-        if creating:
-            return ""
         raise ToolError(
             f"File does not exist: {path}. Use Write to create a new file, or Edit with an "
             "empty old_string."
         ) from None
     except OSError as exc:
+        raise ToolError(f"Cannot open {path}: {exc.strerror or exc}") from None
+
+
+def _load(fd: int, path: Path) -> str:
+    """The file's text (size-capped; binary files refused)."""
+    size = os.fstat(fd).st_size
+    if size > MAX_EDIT_BYTES:
+        raise ToolError(
+            f"{path} is {size:,} bytes, more than the {MAX_EDIT_BYTES // (1024 * 1024)} MiB Edit "
+            "changes at once. Use Bash (sed, a script) for a file this large."
+        )
+    try:
+        raw = _read_all(fd, size)
+    except OSError as exc:
         raise ToolError(f"Cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_EDIT_BYTES:
+        raise ToolError(f"{path} grew past {MAX_EDIT_BYTES:,} bytes while it was read.")
     if b"\x00" in raw[:8192]:
         raise ToolError(
             f"{path} looks like a binary file (it contains NUL bytes); Edit only changes text "
             "files."
         )
     return raw.decode(ENCODING, errors=ERRORS)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """Up to ``MAX_EDIT_BYTES + 1`` bytes from ``fd`` (one ``read`` for a file not growing)."""
+    chunks = [os.read(fd, size + 1)]
+    total = len(chunks[0])
+    while chunks[-1] and total <= MAX_EDIT_BYTES:
+        chunks.append(os.read(fd, MAX_EDIT_BYTES + 1 - total))
+        total += len(chunks[-1])
+    return b"".join(chunks)
 
 
 def replace_text(original: str, args: EditInput, path: Path) -> EditResult:

@@ -10,6 +10,7 @@ The check is on the resolved path, never on the text the model wrote.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated
 
@@ -34,7 +35,13 @@ PathText = Annotated[str, AfterValidator(_no_nul)]
 
 def allowed_roots(ctx: ToolContext) -> tuple[Path, ...]:
     """The resolved roots; an empty ``roots`` means the working directory alone."""
-    roots = ctx.roots or (ctx.cwd,)
+    return _resolved_roots(ctx.roots or (ctx.cwd,))
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved_roots(roots: tuple[Path, ...]) -> tuple[Path, ...]:
+    # Resolving a root costs an lstat per component on every call; the roots of a session are
+    # fixed (the project, its worktrees, added directories), so each tuple is resolved once.
     return tuple(_resolve(root, str(root)) for root in roots)
 
 
@@ -68,7 +75,7 @@ def display_path(path: Path, ctx: ToolContext) -> str:
     Results name files the short way the model would write them; anything outside ``cwd``
     (an added directory) keeps its absolute path so it stays unambiguous.
     """
-    cwd = _resolve(ctx.cwd, str(ctx.cwd))
+    cwd = _resolved_roots((ctx.cwd,))[0]
     if path != cwd and path.is_relative_to(cwd):
         return path.relative_to(cwd).as_posix()
     return str(path)
@@ -81,3 +88,14 @@ def _resolve(path: Path, raw: str) -> Path:
         return path.resolve(strict=False)
     except (OSError, RuntimeError) as exc:  # symlink loops: RuntimeError before 3.13
         raise ToolError(f"Cannot resolve path '{raw}': {exc}") from exc
+
+
+def refuse_denied_read(path: Path, ctx: ToolContext) -> None:
+    """``ToolError`` when a deny rule forbids reading the resolved ``path`` (Read, Edit).
+
+    The call's own check already matched the rules against this path; this repeats it on the
+    path the tool is about to open, so no spelling of the path (a symlink, ``sub/..``) reads
+    around a rule."""
+    guard = ctx.read_guard
+    if guard is not None and (denial := guard.read_denial(path, asks=False)) is not None:
+        raise ToolError(denial)

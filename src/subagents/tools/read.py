@@ -10,20 +10,25 @@ file changed since the agent looked at it.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import os
-import stat as stat_module
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import Field
 
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.paths import PathText, resolve_path
+from subagents.tools.confined import open_confined
+from subagents.tools.paths import PathText, allowed_roots, refuse_denied_read, resolve_path
 
 DEFAULT_LINE_LIMIT = 2000
 MAX_LINE_CHARS = 2000
+MAX_LINE_BYTES = 64 * 1024
+"""At most this much of one line is held in memory; the rest is only counted."""
 MAX_FILE_BYTES = 256 * 1024
 MAX_OUTPUT_CHARS = 100_000
 BINARY_SNIFF_BYTES = 8192
@@ -73,26 +78,32 @@ class ReadTool(Tool[ReadInput]):
 
     async def call(self, args: ReadInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         path = resolve_path(args.file_path, ctx)
-        content, mtime_ns = await asyncio.to_thread(read_file, path, args.offset, args.limit)
+        refuse_denied_read(path, ctx)
+        roots = allowed_roots(ctx)
+        content, mtime_ns = await asyncio.to_thread(read_file, path, args.offset, args.limit, roots)
         ctx.read_files[str(path)] = mtime_ns
         return ToolOutput(content=content)
 
 
-def read_file(path: Path, offset: int | None, limit: int | None) -> tuple[str, int]:
+def read_file(
+    path: Path, offset: int | None, limit: int | None, roots: tuple[Path, ...]
+) -> tuple[str, int]:
     """The tool's answer for ``path`` and the mtime (ns) of the file that was read."""
-    stat = _check_readable(path, offset, limit)
-    if stat.st_size == 0:
-        return f"(The file {path} exists but is empty.)", stat.st_mtime_ns
-    start = max(offset or 1, 1)
-    count = limit or DEFAULT_LINE_LIMIT
-    excerpt = _numbered_lines(path, start, count)
-    if excerpt.last < excerpt.first:
-        total = _count_lines(path)
-        notice = (
-            f"(The file {path} has {total} lines; offset {start} is past its end. "
-            "Use a smaller offset.)"
-        )
-        return notice, stat.st_mtime_ns
+    with _open(path, roots) as handle:
+        stat = _check_readable(handle, path, offset, limit)
+        if stat.st_size == 0:
+            return f"(The file {path} exists but is empty.)", stat.st_mtime_ns
+        start = max(offset or 1, 1)
+        count = limit or DEFAULT_LINE_LIMIT
+        excerpt = _numbered_lines(handle, start, count)
+        if excerpt.last < excerpt.first:
+            handle.seek(0)
+            total = _count_lines(handle)
+            notice = (
+                f"(The file {path} has {total} lines; offset {start} is past its end. "
+                "Use a smaller offset.)"
+            )
+            return notice, stat.st_mtime_ns
     text = excerpt.text
     if excerpt.more:
         text += (
@@ -102,62 +113,94 @@ def read_file(path: Path, offset: int | None, limit: int | None) -> tuple[str, i
     return text, stat.st_mtime_ns
 
 
-def _check_readable(path: Path, offset: int | None, limit: int | None) -> os.stat_result:
+def _open(path: Path, roots: tuple[Path, ...]) -> BinaryIO:
     try:
-        stat = path.stat()
+        opened = open_confined(path, roots, os.O_RDONLY)
     except FileNotFoundError:
         raise ToolError(f"File does not exist: {path}") from None
-    except OSError as exc:
-        raise ToolError(f"Cannot read {path}: {exc.strerror or exc}") from None
-    if stat_module.S_ISDIR(stat.st_mode):
+    except IsADirectoryError:
         raise ToolError(
             f"{path} is a directory, not a file. Use Glob or Bash `ls` to list its contents."
-        )
-    if not stat_module.S_ISREG(stat.st_mode):
-        # A FIFO or device would block the read (or never end); only regular files are read.
-        raise ToolError(
-            f"{path} is not a regular file (a pipe, socket or device); Read cannot show it."
-        )
+        ) from None
+    except OSError as exc:
+        raise ToolError(f"Cannot read {path}: {exc.strerror or exc}") from None
+    return os.fdopen(opened.fd, "rb")
+
+
+def _check_readable(
+    handle: BinaryIO, path: Path, offset: int | None, limit: int | None
+) -> os.stat_result:
+    stat = os.fstat(handle.fileno())
     if stat.st_size > MAX_FILE_BYTES and offset is None and limit is None:
         raise ToolError(
             f"File {path} is {stat.st_size:,} bytes, more than the {MAX_FILE_BYTES // 1024} KiB "
             "that can be read at once. Read it in parts with offset and limit (for example "
             "offset=1, limit=500), or use Grep to find the lines you need."
         )
-    with path.open("rb") as handle:
-        if b"\x00" in handle.read(BINARY_SNIFF_BYTES):
-            raise ToolError(
-                f"{path} looks like a binary file (it contains NUL bytes); Read only shows text "
-                "files."
-            )
+    if b"\x00" in handle.read(BINARY_SNIFF_BYTES):
+        raise ToolError(
+            f"{path} looks like a binary file (it contains NUL bytes); Read only shows text files."
+        )
+    handle.seek(0)
     return stat
 
 
-def _numbered_lines(path: Path, start: int, count: int) -> _Excerpt:
+def _numbered_lines(handle: BinaryIO, start: int, count: int) -> _Excerpt:
     """Lines ``start``..``start+count-1`` numbered ``cat -n`` style, cut at the output cap."""
     parts: list[str] = []
     size = 0
     last = start - 1
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        lines = islice(handle, start - 1, None)
-        for number, line in enumerate(lines, start):
-            if number >= start + count:
-                return _Excerpt(text="\n".join(parts), first=start, last=last, more=True)
-            numbered = f"{number:>6}\t{_cut(line.removesuffix(NEWLINE))}"
-            if parts and size + len(numbered) > MAX_OUTPUT_CHARS:
-                return _Excerpt(text="\n".join(parts), first=start, last=last, more=True)
-            parts.append(numbered)
-            size += len(numbered) + 1
-            last = number
+    lines = islice(bounded_lines(handle), start - 1, None)
+    for number, line in enumerate(lines, start):
+        if number >= start + count:
+            return _Excerpt(text="\n".join(parts), first=start, last=last, more=True)
+        numbered = f"{number:>6}\t{_cut(line)}"
+        if parts and size + len(numbered) > MAX_OUTPUT_CHARS:
+            return _Excerpt(text="\n".join(parts), first=start, last=last, more=True)
+        parts.append(numbered)
+        size += len(numbered) + 1
+        last = number
     return _Excerpt(text="\n".join(parts), first=start, last=last, more=False)
 
 
-def _cut(line: str) -> str:
-    if len(line) <= MAX_LINE_CHARS:
-        return line
-    return line[:MAX_LINE_CHARS] + f"… [line cut: {len(line) - MAX_LINE_CHARS} more characters]"
+def bounded_lines(handle: BinaryIO) -> Iterator[tuple[str, int]]:
+    """Each line as (its first ``MAX_LINE_BYTES`` decoded, characters left out of it).
+
+    A line is never held whole: a file of one endless line (a sparse or generated file) costs
+    ``MAX_LINE_BYTES`` of memory, not its size. Line ends (``\\n``, ``\\r\\n``) are dropped."""
+    while True:
+        raw = handle.readline(MAX_LINE_BYTES)
+        if not raw:
+            return
+        omitted = 0
+        if not raw.endswith(b"\n"):
+            omitted = _skip_rest_of_line(handle)
+        text = raw.decode("utf-8", errors="replace").removesuffix("\n").removesuffix("\r")
+        yield text, omitted
 
 
-def _count_lines(path: Path) -> int:
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        return sum(1 for _ in handle)
+def _skip_rest_of_line(handle: BinaryIO) -> int:
+    """Read past the rest of an over-long line; returns how many characters it had."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    skipped = 0
+    while chunk := handle.readline(MAX_LINE_BYTES):
+        skipped += len(decoder.decode(chunk.removesuffix(b"\n")))
+        if chunk.endswith(b"\n"):
+            break
+    return skipped
+
+
+def _cut(line: tuple[str, int]) -> str:
+    text, omitted = line
+    if len(text) <= MAX_LINE_CHARS and not omitted:
+        return text
+    more = len(text) - MAX_LINE_CHARS + omitted
+    return text[:MAX_LINE_CHARS] + f"… [line cut: {more} more characters]"
+
+
+def _count_lines(handle: BinaryIO) -> int:
+    lines, last = 0, b"\n"
+    while chunk := handle.read(1 << 20):
+        lines += chunk.count(b"\n")
+        last = chunk[-1:]
+    return lines + (last != b"\n")
