@@ -3,7 +3,8 @@
 Newest first because the files an agent is asked about are usually the ones being worked on.
 The pattern is matched against paths relative to the search directory (``*`` stays inside one
 component, ``**/`` spans directories, ``{a,b}`` alternates); leading literal directories of the
-pattern become the place the walk starts, and that place is confined like any path.
+pattern become the place the walk starts, and that place is confined like any path. Which files
+are looked at (ignore files, hidden and version-control folders, read rules) is ``walk.py``'s.
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ from pydantic import Field
 
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.paths import PathText, allowed_roots, display_path, resolve_path
-from subagents.tools.walk import compile_glob, iter_files, split_literal_prefix
+from subagents.tools.paths import PathText, display_path, resolve_path
+from subagents.tools.walk import (
+    compile_glob,
+    list_files,
+    readable,
+    split_literal_prefix,
+    wants_hidden,
+)
 
 MAX_RESULTS = 100
 
@@ -47,7 +54,7 @@ class GlobTool(Tool[GlobInput]):
 
     async def call(self, args: GlobInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         search_dir = search_directory(args.path, ctx)
-        matches = await asyncio.to_thread(find_files, args.pattern, search_dir, ctx)
+        matches = await find_files(args.pattern, search_dir, ctx)
         if not matches:
             return ToolOutput(content="No files found", metadata={"num_files": 0})
         shown = [display_path(p, ctx) for p in matches[:MAX_RESULTS]]
@@ -70,7 +77,7 @@ def search_directory(raw: str | None, ctx: ToolContext) -> Path:
     return directory
 
 
-def find_files(pattern: str, search_dir: Path, ctx: ToolContext) -> list[Path]:
+async def find_files(pattern: str, search_dir: Path, ctx: ToolContext) -> list[Path]:
     """Every file matching ``pattern`` under ``search_dir``, newest first (ties by path)."""
     if not pattern.strip():
         raise ToolError("The glob pattern is empty; give a pattern such as '**/*.py'.")
@@ -79,13 +86,9 @@ def find_files(pattern: str, search_dir: Path, ctx: ToolContext) -> list[Path]:
     if not base.is_dir():
         return []
     regex = compile_glob(rest)
-    roots = allowed_roots(ctx)
-    found = [
-        path
-        for path, rel in iter_files(base, roots, lambda: ctx.abort.aborted)
-        if regex.fullmatch(rel)
-    ]
-    return newest_first(found)
+    files = await list_files(base, ctx, hidden=wants_hidden(rest))
+    found = readable((path for path, rel in files if regex.fullmatch(rel)), ctx)
+    return await asyncio.to_thread(newest_first, found)
 
 
 def newest_first(paths: Iterable[Path]) -> list[Path]:
@@ -95,6 +98,6 @@ def newest_first(paths: Iterable[Path]) -> list[Path]:
 
 def _mtime_ns(path: Path) -> int:
     try:
-        return path.stat().st_mtime_ns
+        return path.lstat().st_mtime_ns
     except OSError:
         return 0

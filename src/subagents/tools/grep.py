@@ -1,17 +1,22 @@
-"""The Grep tool: search file contents with a regular expression, in pure Python.
+"""The Grep tool: search file contents with a regular expression, with ``rg`` or in Python.
 
-No ripgrep binary is needed: the pattern is compiled once, each candidate file is read once as
-bytes (NUL in the first 8 KiB means binary, skipped) and decoded with ``errors="replace"``, a
-whole-text search rejects most files before any per-line work, and ``files_with_matches`` stops
-at a file's first matching line. Matching is per line, as ripgrep does (``^``/``$`` anchor at
-line boundaries). The file walk is the one Glob uses (``.git`` skipped, links confined).
+With ``rg`` installed (``tools/ripgrep.py``) one ``rg`` run searches the folder; its results are
+then filtered by ``glob`` and the read rules. Without it, or for a single file, or for a pattern
+only Python's syntax accepts (look-around, back-references), the Python engine searches: the
+pattern is compiled once, each candidate file is read once as bytes (NUL in the first 8 KiB
+means binary, skipped) and decoded with ``errors="replace"``, a whole-text search rejects most
+files before any per-line work, and ``files_with_matches`` stops at a file's first matching
+line. Matching is per line in both (``^``/``$`` anchor at line boundaries, before a CRLF too).
+Which files are searched (ignore files, hidden and version-control folders, read rules) is
+``walk.py``'s, the same for both engines and for Glob.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -20,12 +25,19 @@ from pydantic import Field
 
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.confined import open_confined
 from subagents.tools.glob import newest_first, search_directory
 from subagents.tools.paths import PathText, allowed_roots, display_path, resolve_path
-from subagents.tools.walk import compile_glob, iter_files
+from subagents.tools.ripgrep import MAX_FILE_BYTES, common_args, ripgrep_binary, run_rg, split_null
+from subagents.tools.walk import (
+    list_files,
+    name_filter,
+    readable,
+    relative_to,
+    wants_hidden,
+)
 
 MAX_LINE_CHARS = 500
-MAX_FILE_BYTES = 50 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192
 PATTERN_EXCERPT_CHARS = 80
 
@@ -61,10 +73,12 @@ class GrepInput(ToolInput):
 
 @dataclass(kw_only=True, slots=True)
 class FileMatches:
-    """The matching lines of one file (only the first one in files_with_matches mode)."""
+    """The matching lines of one file (none or only the first in files_with_matches mode)."""
 
     path: Path
     lines: list[tuple[int, str]] = field(default_factory=list)
+    count: int = 0
+    """Matching lines in the file (count mode; the other modes do not need it)."""
 
 
 class GrepTool(Tool[GrepInput]):
@@ -81,9 +95,17 @@ class GrepTool(Tool[GrepInput]):
         return True
 
     async def call(self, args: GrepInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
-        regex = compile_pattern(args.pattern, ignore_case=bool(args.case_insensitive))
-        target = search_target(args.path, ctx)
-        results = await asyncio.to_thread(search, regex, target, args, ctx)
+        ignore_case = bool(args.case_insensitive)
+        target, is_file = search_target(args.path, ctx)
+        binary = ripgrep_binary()
+        if not is_file and binary is not None:
+            found = await rg_search(binary, target, args, ctx)
+            if found is not None:
+                return render(found, args, ctx)
+        # The Python engine: no rg, a single file, or a pattern only Python's syntax accepts.
+        regex = compile_pattern(args.pattern, ignore_case=ignore_case)
+        files = [target] if is_file else await candidate_files(target, args.glob, ctx)
+        results = await asyncio.to_thread(search, regex, files, args, ctx)
         return render(results, args, ctx)
 
 
@@ -129,24 +151,27 @@ def pattern_excerpt(pattern: str, position: int) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
-def search_target(raw: str | None, ctx: ToolContext) -> Path:
-    """A confined file or directory to search."""
+def search_target(raw: str | None, ctx: ToolContext) -> tuple[Path, bool]:
+    """A confined file or directory to search, and whether it is a (regular) file."""
     if raw:
         path = resolve_path(raw, ctx)
         if path.is_file():
-            return path
-    return search_directory(raw, ctx)
+            return path, True
+    return search_directory(raw, ctx), False
 
 
 def search(
-    regex: re.Pattern[str], target: Path, args: GrepInput, ctx: ToolContext
+    regex: re.Pattern[str], files: Iterable[Path], args: GrepInput, ctx: ToolContext
 ) -> list[FileMatches]:
-    """Files under ``target`` with at least one matching line, in walk order."""
+    """Files with at least one matching line, in the order given."""
     mode, limit = args.output_mode, args.head_limit or 0
+    roots = allowed_roots(ctx)
     results: list[FileMatches] = []
     total_lines = 0
-    for path in candidate_files(target, args.glob, ctx):
-        matches = match_file(path, regex, first_only=mode == "files_with_matches")
+    for path in files:
+        if ctx.abort.aborted:
+            break
+        matches = match_file(path, regex, roots, first_only=mode == "files_with_matches")
         if matches is None:
             continue
         results.append(matches)
@@ -159,28 +184,77 @@ def search(
     return results
 
 
-def candidate_files(target: Path, glob: str | None, ctx: ToolContext) -> Iterable[Path]:
-    """The files to search: ``target`` itself, or the walk below it filtered by ``glob``."""
-    if target.is_file():
-        return [target]
+async def candidate_files(target: Path, glob: str | None, ctx: ToolContext) -> list[Path]:
+    """The files below ``target`` that ``glob`` accepts, in path order, without those the read
+    rules deny (before anything is read)."""
     accept = name_filter(glob)
-    walk = iter_files(target, allowed_roots(ctx), lambda: ctx.abort.aborted)
-    return (path for path, rel in walk if accept(rel))
+    files = await list_files(target, ctx, hidden=wants_hidden(glob))
+    return readable(sorted(path for path, rel in files if accept(rel)), ctx)
 
 
-def name_filter(glob: str | None) -> Callable[[str], bool]:
-    """A glob without ``/`` matches the file name at any depth; with ``/``, the relative path."""
-    if not glob:
-        return lambda rel: True
-    regex = compile_glob(glob)
-    if "/" in glob:
-        return lambda rel: regex.fullmatch(rel) is not None
-    return lambda rel: regex.fullmatch(rel.rpartition("/")[2]) is not None
+async def rg_search(
+    binary: str, target: Path, args: GrepInput, ctx: ToolContext
+) -> list[FileMatches] | None:
+    """The search done by ``rg``; None when it refuses the pattern (Python's syntax is then
+    tried) or fails outright. ``glob`` and the read rules filter what it found."""
+    result = await run_rg(binary, rg_arguments(target, args))
+    if result.code == 2 and not result.stdout:
+        return None  # a pattern rg cannot parse, or no search at all: the Python engine decides
+    found = parse_rg_output(result.stdout, args.output_mode)
+    accept = name_filter(args.glob)
+    keep = set(readable((m.path for m in found if accept(relative_to(str(m.path), target))), ctx))
+    return sorted((m for m in found if m.path in keep), key=lambda m: str(m.path))
 
 
-def match_file(path: Path, regex: re.Pattern[str], *, first_only: bool) -> FileMatches | None:
+def rg_arguments(target: Path, args: GrepInput) -> list[str]:
+    """``rg`` arguments for one Grep call (the walk options are ``walk.py``'s)."""
+    mode = {
+        "files_with_matches": ["--files-with-matches"],
+        "count": ["--count", "--with-filename"],
+        "content": ["--line-number", "--with-filename", "--no-heading"],
+    }[args.output_mode]
+    return [
+        *common_args(hidden=wants_hidden(args.glob)),
+        *mode,
+        "--crlf",
+        f"--max-filesize={MAX_FILE_BYTES}",
+        *(["--ignore-case"] if args.case_insensitive else []),
+        f"--regexp={args.pattern}",
+        "--",
+        str(target),
+    ]
+
+
+def parse_rg_output(data: bytes, mode: OutputMode) -> list[FileMatches]:
+    """``--null`` output: ``path\\0`` (files), ``path\\0N\\n`` (count) or
+    ``path\\0N:text\\n`` (content); a path may hold any byte but NUL."""
+    if mode == "files_with_matches":
+        return [FileMatches(path=Path(name)) for name in split_null(data)]
+    by_path: dict[bytes, FileMatches] = {}
+    position = 0
+    while (zero := data.find(b"\0", position)) >= 0:
+        end = data.find(b"\n", zero)
+        end = len(data) if end < 0 else end
+        name, rest = data[position:zero], data[zero + 1 : end]
+        position = end + 1
+        found = by_path.get(name)
+        if found is None:
+            found = by_path[name] = FileMatches(path=Path(os.fsdecode(name)))
+        if mode == "count":
+            found.count = int(rest or b"0")
+            continue
+        number, _, text = rest.partition(b":")
+        line = text.decode("utf-8", errors="replace").removesuffix("\r")
+        found.lines.append((int(number or b"0"), line))
+        found.count += 1
+    return list(by_path.values())
+
+
+def match_file(
+    path: Path, regex: re.Pattern[str], roots: tuple[Path, ...], *, first_only: bool
+) -> FileMatches | None:
     """The matching lines of a text file; ``None`` when none match or it cannot be searched."""
-    text = read_text(path)
+    text = read_text(path, roots)
     if text is None:
         return None
     # \A and \Z mean "line start/end" per line but "file start/end" on the whole text.
@@ -192,18 +266,26 @@ def match_file(path: Path, regex: re.Pattern[str], *, first_only: bool) -> FileM
             found.lines.append((number, line))
             if first_only:
                 break
+    found.count = len(found.lines)
     return found if found.lines else None
 
 
-def read_text(path: Path) -> str | None:
-    """The file as text with ``\\n`` line ends; ``None`` for binary, huge or unreadable files."""
+def read_text(path: Path, roots: tuple[Path, ...]) -> str | None:
+    """The file as text with ``\\n`` line ends; ``None`` for binary, huge, special or unreadable
+    files. Opened like every file tool opens (``confined.open_confined``: no symlink followed,
+    regular files only)."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return None
-        raw = path.read_bytes()
-    except OSError:
+        opened = open_confined(path, roots, os.O_RDONLY)
+    except (OSError, ToolError):
         return None
-    if b"\x00" in raw[:BINARY_SNIFF_BYTES]:
+    with os.fdopen(opened.fd, "rb") as handle:
+        try:
+            if os.fstat(handle.fileno()).st_size > MAX_FILE_BYTES:
+                return None
+            raw = handle.read(MAX_FILE_BYTES + 1)
+        except OSError:
+            return None
+    if len(raw) > MAX_FILE_BYTES or b"\x00" in raw[:BINARY_SNIFF_BYTES]:
         return None
     text = raw.decode("utf-8", errors="replace")
     if "\r" in text:
@@ -235,8 +317,8 @@ def _render_counts(results: list[FileMatches], limit: int | None, ctx: ToolConte
     if not results:
         return ToolOutput(content="No matches found", metadata={"num_files": 0, "num_matches": 0})
     shown = results[:limit] if limit else results
-    lines = [f"{display_path(r.path, ctx)}:{len(r.lines)}" for r in shown]
-    total = sum(len(r.lines) for r in shown)
+    lines = [f"{display_path(r.path, ctx)}:{r.count}" for r in shown]
+    total = sum(r.count for r in shown)
     noun = "file" if len(shown) == 1 else "files"
     text = "\n".join(lines) + f"\n\nFound {total} total occurrences across {len(shown)} {noun}."
     text += _limit_note(len(shown), len(results), limit, "files")
