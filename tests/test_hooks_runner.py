@@ -66,6 +66,10 @@ async def test_cancellation_kills_the_hook_process_group(tmp_path: Path) -> None
     task = asyncio.create_task(run_hooks([command], {}, cwd=tmp_path, env=env, processes=tracker))
     sh_pid = int(await wait_file(tmp_path / "sh.pid"))
     child_pid = int(await wait_file(tmp_path / "child.pid"))
+    for _ in range(100):  # the shell may write its files before the spawn call has returned
+        if tracker.groups:
+            break
+        await asyncio.sleep(0.02)
     assert tracker.groups == {sh_pid}  # registered with the owner while it runs
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -127,3 +131,88 @@ async def test_unstartable_hook_reports_why(tmp_path: Path) -> None:
     )
     assert run.exit_code is None
     assert "missing" in run.error
+
+
+# --- process trees and output caps (issue 13 item 9) ------------------------------------------
+
+
+async def test_a_setsid_daemon_started_by_a_hook_is_ended_with_it(tmp_path: Path) -> None:
+    # setsid puts the daemon in a session of its own: no group kill reaches it.
+    script = (
+        f'setsid sleep 300 > /dev/null 2>&1 < /dev/null & echo $! > "{tmp_path}/daemon.pid"; '
+        f"setsid sh -c 'sleep 300 & echo $! > \"{tmp_path}/grandchild.pid\"; wait' "
+        "> /dev/null 2>&1 < /dev/null &"
+        f" sleep 0.3; echo done"
+    )
+    [run] = await run_hooks(
+        [HookCommand(command=script, timeout=30)],
+        {},
+        cwd=tmp_path,
+        env=clean_environment(tmp_path, os.environ),
+    )
+    assert run.exit_code == 0 and run.stdout.strip() == "done"
+    for name in ("daemon.pid", "grandchild.pid"):
+        pid = int(await wait_file(tmp_path / name))
+        assert await wait_gone(pid), f"{name} {pid} outlived its hook"
+
+
+async def test_a_background_job_holding_stdout_does_not_keep_the_hook_running(
+    tmp_path: Path,
+) -> None:
+    script = f'sleep 60 & echo $! > "{tmp_path}/job.pid"; echo ok'
+    started = time.monotonic()
+    [run] = await run_hooks(
+        [HookCommand(command=script, timeout=50)],
+        {},
+        cwd=tmp_path,
+        env=clean_environment(tmp_path, os.environ),
+    )
+    assert time.monotonic() - started < 10
+    assert not run.timed_out and run.exit_code == 0 and run.stdout.strip() == "ok"
+    assert await wait_gone(int((tmp_path / "job.pid").read_text()))
+
+
+async def test_hook_output_is_capped_with_a_note(tmp_path: Path) -> None:
+    from subagents.hooks.runner import MAX_OUTPUT_BYTES
+
+    size = MAX_OUTPUT_BYTES * 6
+    script = f"head -c {size} /dev/zero | tr '\\0' x; head -c {size} /dev/zero | tr '\\0' y >&2"
+    [run] = await run_hooks(
+        [HookCommand(command=script, timeout=60)], {}, cwd=tmp_path, env={"PATH": os.defpath}
+    )
+    assert run.exit_code == 0
+    for text, letter in ((run.stdout, "x"), (run.stderr, "y")):
+        body, _, note = text.rpartition("\n")
+        assert body == letter * MAX_OUTPUT_BYTES
+        assert note == f"[hook output truncated: {size - MAX_OUTPUT_BYTES:,} more bytes not read]"
+
+
+async def test_a_large_payload_reaches_a_hook_that_never_reads_it(tmp_path: Path) -> None:
+    [run] = await run_hooks(
+        [HookCommand(command="echo fine", timeout=20)],
+        {"blob": "x" * (4 * 1024 * 1024)},
+        cwd=tmp_path,
+        env={"PATH": os.defpath},
+    )
+    assert run.exit_code == 0 and run.stdout.strip() == "fine"
+
+
+def test_no_hook_daemon_outlives_a_cli_run(tmp_path: Path) -> None:
+    from cli_helpers import run_script, tool_call, wait_until_dead, write_script
+    from test_hooks_permissions_e2e import hook, write_settings
+
+    script = tmp_path / "daemon.sh"
+    script.write_text(
+        "#!/bin/sh\ncat > /dev/null\n"
+        f'setsid sleep 300 > /dev/null 2>&1 < /dev/null & echo $! >> "{tmp_path}/pids"\n'
+        "head -c 20000000 /dev/zero | tr '\\0' x\n"  # 20 MB of output, capped
+    )
+    script.chmod(0o755)
+    write_settings(tmp_path, {"hooks": {"PostToolUse": [hook(str(script))]}})
+    calls = [tool_call("Glob", pattern="*.sh")]
+    turns = [{"tool_calls": calls}, {"text": "done"}]
+    run = run_script(write_script(tmp_path, [{"agent_type": "main", "turns": turns}]), tmp_path)
+    assert run.code == 0, run.stderr
+    assert run.json()["result"] == "done"
+    pids = [int(line) for line in (tmp_path / "pids").read_text().split()]
+    assert pids and all(wait_until_dead(pid) for pid in pids)

@@ -8,12 +8,19 @@ that fired the hook (``observe.trace_env``). API keys and other secrets of the s
 never reach a hook script, which is often a third-party file checked into a repository.
 
 Processes. Each hook runs in its own session (``start_new_session=True``), so its process group
-holds the shell and everything it spawned. A hook past its timeout, or whose caller is cancelled,
-has that whole group killed with SIGKILL and is reaped before the call returns (or re-raises), so
-no hook outlives the event that started it. While it runs, the group is also registered in the
+holds the shell and everything it spawned, and its environment carries a run tag
+(``SUBAGENTS_RUN_TAG``, ``processes.kill_tagged``) that every descendant inherits, a daemon
+that left the group with ``setsid`` included. When the shell exits, times out, or its caller is
+cancelled, the group is killed with SIGKILL and so is every process found with the tag in
+``/proc/<pid>/environ``; the shell is reaped before the call returns (or re-raises), so no hook
+outlives the event that started it (a process that clears its whole environment escapes the
+tag; see docs/hooks-and-permissions.md). While it runs, the group is also registered in the
 caller's ``ProcessTracker`` so an agent's final cleanup reaches it too. A hook is done when its
-stdout and stderr close: one that leaves a background process holding them open runs into its
-timeout (redirect such a process's output to detach it).
+shell exits: a background job it left holding stdout is ended then, not waited for.
+
+Output. At most ``MAX_OUTPUT_BYTES`` (4 MiB) of stdout and of stderr are kept; the rest is read
+and dropped (so the hook never blocks on a full pipe) and a note says how much was dropped
+(JSON output cut that way no longer parses, and is handled as unreadable output).
 
 The hooks of one event run concurrently, as Claude Code runs them; results come back in config
 order so aggregation is deterministic.
@@ -25,6 +32,7 @@ import asyncio
 import json
 import os
 import signal
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +40,20 @@ from typing import Any, Final
 
 from subagents.hooks.config import HookCommand
 from subagents.observe import trace_env
-from subagents.processes import ProcessTracker, kill_group
+from subagents.processes import (
+    RUN_TAG_VARIABLE,
+    ProcessTracker,
+    kill_group,
+    kill_tagged,
+    open_pipe_reader,
+)
 
 PASSED_ENV_VARS: Final = ("PATH", "HOME", "LANG", "TERM", "SHELL", "USER", "TMPDIR")
 """Variables copied from the runtime's environment into a hook's (plus every ``LC_*``)."""
 
 _REAP_TIMEOUT_S: Final = 5.0
+MAX_OUTPUT_BYTES: Final = 4 * 1024 * 1024
+"""At most this much of a hook's stdout (and of its stderr) is kept; the rest is counted."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -96,50 +112,116 @@ async def run_command_hook(
     env: Mapping[str, str],
     processes: ProcessTracker | None = None,
 ) -> HookRun:
-    """Run one hook; a timeout or a cancellation kills its whole process group."""
+    """Run one hook; when it ends (or times out, or the caller is cancelled) everything it
+    started is ended too: its process group, and every process carrying its run tag."""
+    tag = uuid.uuid4().hex
+    pipes = [os.pipe(), os.pipe()]  # stdout, stderr: our own (see processes.open_pipe_reader)
     try:
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh",
             "-c",
             command.command,
             stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            stdout=pipes[0][1],
+            stderr=pipes[1][1],
             cwd=cwd,
-            env={**env, **trace_env()},  # a hook that traces itself continues our trace
+            # trace_env: a hook that traces itself continues our trace.
+            env={**env, **trace_env(), RUN_TAG_VARIABLE: tag},
             start_new_session=True,
         )
     except OSError as exc:
+        for read_fd, _ in pipes:
+            os.close(read_fd)
         return HookRun(command=command, exit_code=None, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        for _, write_fd in pipes:
+            os.close(write_fd)  # the shell holds its own copies
     if processes is not None:
         processes.add(proc.pid)
+    readers = [_CappedReader(read_fd) for read_fd, _ in pipes]
+    tasks = [
+        asyncio.create_task(reader.run(), name=f"hook-output:{proc.pid}") for reader in readers
+    ]
     try:
         async with asyncio.timeout(command.timeout):
-            out, err = await proc.communicate(stdin)
+            await asyncio.gather(_feed(proc, stdin), proc.wait())
     except TimeoutError:
-        await _kill_and_reap(proc)
+        await _end_tree(proc, tag, tasks)
         return HookRun(command=command, exit_code=None, timed_out=True, pid=proc.pid)
     except BaseException:
-        await _kill_and_reap(proc)
+        await _end_tree(proc, tag, tasks)
         raise
     finally:
         if processes is not None:
             processes.discard(proc.pid)
+    # The shell is done: what it left running (background jobs, setsid daemons) goes too, which
+    # also closes the pipes they held, so reading ends.
+    await _end_tree(proc, tag, tasks)
+    out, err = readers
     return HookRun(
         command=command,
         exit_code=proc.returncode,
-        stdout=out.decode(errors="replace"),
-        stderr=err.decode(errors="replace"),
+        stdout=out.text(),
+        stderr=err.text(),
         pid=proc.pid,
     )
 
 
-async def _kill_and_reap(proc: asyncio.subprocess.Process) -> None:
-    """SIGKILL the hook's group, then wait (bounded) so it leaves no zombie behind."""
-    kill_group(proc.pid, signal.SIGKILL)
-    # Shielded: this also runs while the caller is being cancelled, and must still finish.
-    reap = asyncio.ensure_future(asyncio.wait_for(proc.wait(), _REAP_TIMEOUT_S))
+async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
+    """Write the payload and close stdin; a hook that exits without reading it is fine."""
+    assert proc.stdin is not None
     try:
-        await asyncio.shield(reap)
-    except TimeoutError:
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+        proc.stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
         pass
+
+
+class _CappedReader:
+    """Reads a pipe to its end, keeping the first ``MAX_OUTPUT_BYTES`` and counting the rest: a
+    hook printing 400 MB costs 4 MiB of memory, not 831 MB."""
+
+    def __init__(self, read_fd: int) -> None:
+        self.read_fd = read_fd
+        self.kept = bytearray()
+        self.dropped = 0
+
+    async def run(self) -> None:
+        stream, transport = await open_pipe_reader(self.read_fd)
+        try:
+            while chunk := await stream.read(1 << 16):
+                room = MAX_OUTPUT_BYTES - len(self.kept)
+                if room > 0:
+                    self.kept += chunk[:room]
+                self.dropped += max(0, len(chunk) - max(room, 0))
+        finally:
+            transport.close()
+
+    def text(self) -> str:
+        text = self.kept.decode(errors="replace")
+        if self.dropped:
+            text += f"\n[hook output truncated: {self.dropped:,} more bytes not read]"
+        return text
+
+
+async def _end_tree(
+    proc: asyncio.subprocess.Process, tag: str, readers: list[asyncio.Task[None]]
+) -> None:
+    """SIGKILL the hook's group and every tagged process, reap the shell, finish reading.
+
+    Shielded: this also runs while the caller is being cancelled, and must still finish."""
+
+    async def end() -> None:
+        kill_group(proc.pid, signal.SIGKILL)
+        await asyncio.to_thread(kill_tagged, tag)
+        try:
+            await asyncio.wait_for(proc.wait(), _REAP_TIMEOUT_S)
+        except TimeoutError:
+            pass
+        # Every holder of the pipes is gone, so the readers see EOF; bounded all the same.
+        _, pending = await asyncio.wait(readers, timeout=_REAP_TIMEOUT_S)
+        for task in pending:
+            task.cancel()
+
+    await asyncio.shield(asyncio.create_task(end(), name=f"hook-end:{proc.pid}"))

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from subagents.processes import kill_group
+from subagents.processes import kill_group, open_pipe_reader
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
 from subagents.tools.bash_readonly import is_read_only_command
@@ -170,7 +170,7 @@ async def run_command(
     transport: asyncio.BaseTransport | None = None
     pump: asyncio.Task[None] | None = None
     try:
-        reader, transport = await _open_reader(read_fd)
+        reader, transport = await open_pipe_reader(read_fd)
         pump = asyncio.create_task(
             _pump(reader, output, command, progress), name=f"bash-output-{pgid}"
         )
@@ -187,20 +187,6 @@ async def run_command(
         if proc.returncode is not None:
             ctx.processes.discard(pgid)
     return CommandRun(output=output, exit_code=_exit_code(proc.returncode), timed_out=timed_out)
-
-
-async def _open_reader(read_fd: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
-    """An asyncio stream over our end of the output pipe; the fd is closed if this fails."""
-    pipe = os.fdopen(read_fd, "rb", 0)
-    reader = asyncio.StreamReader()
-    try:
-        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), pipe
-        )
-    except BaseException:
-        pipe.close()
-        raise
-    return reader, transport
 
 
 async def spawn_shell(command: str, ctx: ToolContext, out_fd: int) -> asyncio.subprocess.Process:
