@@ -258,3 +258,28 @@ def test_deny_rules_apply_to_every_file_through_the_cli(secrets: Path) -> None:
     # The last search: only the project's own file, not build/, node_modules/ or .venv/.
     assert "src/agent_tool.py" in result
     assert "build/" not in result and "node_modules" not in result and ".venv" not in result
+
+
+@pytest.mark.parametrize("agent_type", ["Explore", "general-purpose"])
+def test_a_childs_search_keeps_the_read_rules(secrets: Path, agent_type: str) -> None:
+    from cli_helpers import agent_call
+
+    write_settings(secrets, {"permissions": {"deny": ["Read(./secret/**)"]}})
+    child_calls = [tool_call("Grep", pattern="TOKEN", output_mode="content")]
+    script = write_script(
+        secrets.parent,
+        [
+            {
+                "agent_type": "main",
+                "turns": [{"tool_calls": [agent_call("look", agent_type)]}, {"text": "ok"}],
+            },
+            {
+                "agent_type": agent_type,
+                "turns": [{"tool_calls": child_calls}, {"text": "child saw: {{tool_results}}"}],
+            },
+        ],
+    )
+    run_ = run_script(script, secrets, output_format="stream-json")
+    assert run_.code == 0, run_.stderr
+    assert "hunter2" not in run_.stdout
+    assert "child saw: No matches found" in run_.stdout
