@@ -118,3 +118,58 @@ def test_stop_from_another_process_reaches_the_owner_within_a_second(tmp_path: P
     result = json.loads(out)
     assert result["agents"][1]["status"] == "killed"
     assert "<status>killed</status>" in result["result"]
+
+
+def test_a_dead_owners_running_task_lists_as_interrupted(tmp_path: Path) -> None:
+    """Issue 13 item 11: after a SIGKILL, `tasks list` reconciles on read instead of showing
+    `running` until the next session starts; PID reuse is not taken for a live owner."""
+    import os
+    import signal
+    import subprocess
+
+    from subagents.state import ProjectState
+    from subagents.store.files import FileStore
+    from subagents.store.process_identity import ProcessIdentity, hostname, start_identity
+
+    script = background_script(tmp_path, 60_000)
+    owner = start_script(script, tmp_path)
+    try:
+        deadline = time.monotonic() + 20
+        rows: list[dict[str, str]] = []
+        while not any(r["status"] == "running" for r in rows):
+            assert time.monotonic() < deadline, "the child never appeared"
+            rows = json.loads(run_cli("tasks", "list", "--json", cwd=tmp_path).stdout or "[]")
+            time.sleep(0.1)
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(timeout=10)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+    task_id = next(r["id"] for r in rows if r["status"] == "running")
+    listed = json.loads(run_cli("tasks", "list", "--json", cwd=tmp_path).stdout)
+    assert [r["status"] for r in listed if r["id"] == task_id] == ["interrupted"]
+    shown = json.loads(run_cli("tasks", "show", task_id, "--json", cwd=tmp_path).stdout)
+    assert shown["status"] == "interrupted"
+    text = run_cli("tasks", "list", cwd=tmp_path).stdout
+    assert "interrupted" in text and "running" not in text
+
+    store = FileStore(ProjectState.for_cwd(tmp_path))
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:
+        # The PID of a live process, but not the process that owned the task: still interrupted.
+        reused = ProcessIdentity(
+            pid=stranger.pid, start_identity="1@another-boot", hostname=hostname()
+        )
+        store.update(task_id, process=reused)
+        listed = json.loads(run_cli("tasks", "list", "--json", cwd=tmp_path).stdout)
+        assert [r["status"] for r in listed if r["id"] == task_id] == ["interrupted"]
+        # The real identity of a live owner: shown as running.
+        alive = ProcessIdentity(
+            pid=stranger.pid, start_identity=start_identity(stranger.pid), hostname=hostname()
+        )
+        store.update(task_id, process=alive)
+        listed = json.loads(run_cli("tasks", "list", "--json", cwd=tmp_path).stdout)
+        assert [r["status"] for r in listed if r["id"] == task_id] == ["running"]
+    finally:
+        stranger.kill()
+        stranger.wait()

@@ -3,7 +3,8 @@
 Everything here reads the durable store of the current project (its canonical path), so it works
 from any process, during a run or after it. ``tasks stop`` from another process sets the durable
 stop request; the owning process notices it within a second and kills the task. A record whose
-owner is gone is marked killed directly (it stays resumable).
+owner is gone is marked killed directly (it stays resumable). ``list``, ``show`` and
+``output`` show such a record as ``interrupted`` (``shown_status``) instead of ``running``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from subagents.agents.recovery import is_orphan
 from subagents.state import ProjectState
 from subagents.store.files import FileStore
 from subagents.store.process_identity import is_alive
@@ -22,6 +24,8 @@ from subagents.store.records import SidecarRecord, public_view
 from subagents.store.transcript import read_records
 
 STOP_WAIT_S = 3.0
+INTERRUPTED = "interrupted"
+"""Shown for a ``running`` record whose owner died (SIGKILL, power loss) before it ended."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -123,11 +127,21 @@ def _list(store: FileStore, project: str, as_json: bool) -> int:
     return 0
 
 
+def shown_status(record: SidecarRecord) -> str:
+    """The status to show: a ``running`` record whose owner process is gone reads
+    ``interrupted`` (reconciled on read, nothing written). The owner is checked by its process
+    identity (PID *and* start time), so a stranger that got the PID is not taken for it. The
+    record itself is settled (``failed``, resumable) by the next session's crash recovery."""
+    if is_orphan(record):
+        return INTERRUPTED
+    return record.status
+
+
 def summary(record: SidecarRecord) -> dict[str, Any]:
     return {
         "id": record.agent_id,
         "type": "local_agent",
-        "status": record.status,
+        "status": shown_status(record),
         "description": record.description,
         "agentType": record.agent_type,
         "sessionId": record.session_id,
@@ -138,6 +152,8 @@ def summary(record: SidecarRecord) -> dict[str, Any]:
 
 def _show(record: SidecarRecord, as_json: bool) -> int:
     view = public_view(record)
+    if "status" in view:
+        view["status"] = shown_status(record)
     view["lineage"] = record.lineage.to_dict()
     if as_json:
         _print_json(view)
@@ -152,7 +168,7 @@ def _output(record: SidecarRecord, as_json: bool) -> int:
     if not text and record.output_path and Path(record.output_path).exists():
         text = Path(record.output_path).read_text(encoding="utf-8", errors="replace")
     if as_json:
-        _print_json({"id": record.agent_id, "status": record.status, "result": text})
+        _print_json({"id": record.agent_id, "status": shown_status(record), "result": text})
     else:
         sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
     return 0
