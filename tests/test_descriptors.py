@@ -121,3 +121,78 @@ def test_the_cli_lifts_the_soft_open_file_limit_for_its_shells(tmp_path: Path) -
         if block.get("type") == "tool_result"
     ]
     assert results and "4096" in json.dumps(results[-1]["content"])
+
+
+TOOL_PROGRAM = textwrap.dedent(
+    """
+    import asyncio, json, resource, sys
+    from pathlib import Path
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
+    from subagents.config import RuntimeConfig
+    from subagents.session import Session, SessionOptions
+    from subagents.testing import ScriptedModel
+
+    folder, children = Path(sys.argv[1]), int(sys.argv[2])
+    calls = [
+        {"name": "Agent", "input": {"description": f"job {i}", "prompt": f"job {i}",
+         "subagent_type": "general-purpose", "run_in_background": True}}
+        for i in range(children)
+    ]
+    child_calls = [
+        {"name": "Bash", "input": {"command": "sleep 0.2; echo shell-ok"}},
+        {"name": "Grep", "input": {"pattern": "needle", "path": "src"}},
+    ]
+    script = {"agents": [
+        {"agent_type": "main",
+         "turns": [{"tool_calls": calls}] + [{"text": "ok"}] * (children * 3)},
+        {"agent_type": "general-purpose", "turns": [
+            {"tool_calls": child_calls, "delay_ms": 100},
+            {"text": "done: {{tool_results}}"},
+        ]},
+    ]}
+    session = Session(SessionOptions(
+        model=ScriptedModel.from_dict(script), cwd=folder, home=folder / "home",
+        background_wait_ms=120000, permission_mode="bypassPermissions",
+        config=RuntimeConfig(max_concurrent_subagents=children + 10, tool_concurrency=children),
+    ))
+    result = asyncio.run(session.run("go"))
+    texts = [r.result_text or "" for r in result.agents[1:]]
+    print(json.dumps({
+        "completed": sum(r.status == "completed" for r in result.agents[1:]),
+        "shell_ok": sum("shell-ok" in t for t in texts),
+        "grep_ok": sum("src/a.txt" in t for t in texts),
+        "emfile": sum("Too many open files" in t for t in texts),
+    }))
+    """
+)
+
+
+def test_many_children_running_tools_wait_for_descriptors_instead_of_failing(
+    tmp_path: Path,
+) -> None:
+    """Issue 13 item 10: 120 children each run Bash (and Grep, which starts rg) and a PreToolUse
+    hook under a 200-descriptor limit; every call waits for a process slot, none fails."""
+    children, limit = 120, 200
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("needle\n")
+    hook = {"hooks": [{"type": "command", "command": "cat > /dev/null; exit 0"}]}
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "settings.json").write_text(
+        json.dumps({"hooks": {"PreToolUse": [dict(hook, matcher="Bash")]}})
+    )
+    program = TOOL_PROGRAM.replace("FD_LIMIT", str(limit))
+    proc = subprocess.run(
+        [sys.executable, "-c", program, str(tmp_path), str(children)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    outcome = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert outcome == {
+        "completed": children,
+        "shell_ok": children,
+        "grep_ok": children,
+        "emfile": 0,
+    }, proc.stderr[-3000:]

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from subagents.descriptors import open_pipe, process_slot, retry_on_emfile
 from subagents.hooks.config import HookCommand
 from subagents.observe import trace_env
 from subagents.processes import (
@@ -113,21 +114,42 @@ async def run_command_hook(
     processes: ProcessTracker | None = None,
 ) -> HookRun:
     """Run one hook; when it ends (or times out, or the caller is cancelled) everything it
-    started is ended too: its process group, and every process carrying its run tag."""
+    started is ended too: its process group, and every process carrying its run tag. It holds
+    a process slot while it runs (``descriptors``): past the budget it waits, not fails."""
+    async with process_slot():
+        return await _run_command_hook(command, stdin, cwd=cwd, env=env, processes=processes)
+
+
+async def _run_command_hook(
+    command: HookCommand,
+    stdin: bytes,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    processes: ProcessTracker | None,
+) -> HookRun:
     tag = uuid.uuid4().hex
-    pipes = [os.pipe(), os.pipe()]  # stdout, stderr: our own (see processes.open_pipe_reader)
+    first = await open_pipe()  # stdout and stderr are pipes of our own (open_pipe_reader)
     try:
-        proc = await asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            command.command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=pipes[0][1],
-            stderr=pipes[1][1],
-            cwd=cwd,
-            # trace_env: a hook that traces itself continues our trace.
-            env={**env, **trace_env(), RUN_TAG_VARIABLE: tag},
-            start_new_session=True,
+        pipes = [first, await open_pipe()]
+    except BaseException:
+        os.close(first[0])
+        os.close(first[1])
+        raise
+    try:
+        proc = await retry_on_emfile(
+            lambda: asyncio.create_subprocess_exec(
+                "/bin/sh",
+                "-c",
+                command.command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=pipes[0][1],
+                stderr=pipes[1][1],
+                cwd=cwd,
+                # trace_env: a hook that traces itself continues our trace.
+                env={**env, **trace_env(), RUN_TAG_VARIABLE: tag},
+                start_new_session=True,
+            )
         )
     except OSError as exc:
         for read_fd, _ in pipes:

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from subagents.descriptors import open_pipe, process_slot, retry_on_emfile
 from subagents.processes import kill_group, open_pipe_reader
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
@@ -155,8 +156,18 @@ class CommandRun:
 async def run_command(
     command: str, ctx: ToolContext, *, timeout_ms: int, progress: ProgressFn | None = None
 ) -> CommandRun:
-    """Run ``command`` to its end (or its timeout); its process group never outlives the call."""
-    read_fd, write_fd = os.pipe()
+    """Run ``command`` to its end (or its timeout); its process group never outlives the call.
+
+    The call holds one of the session's process slots while it runs (``descriptors``): past
+    the descriptor budget a command waits for a slot instead of failing with ``EMFILE``."""
+    async with process_slot():
+        return await _run_command(command, ctx, timeout_ms=timeout_ms, progress=progress)
+
+
+async def _run_command(
+    command: str, ctx: ToolContext, *, timeout_ms: int, progress: ProgressFn | None
+) -> CommandRun:
+    read_fd, write_fd = await open_pipe()
     try:
         proc = await spawn_shell(command, ctx, write_fd)
     except BaseException:
@@ -193,16 +204,18 @@ async def spawn_shell(command: str, ctx: ToolContext, out_fd: int) -> asyncio.su
     """``/bin/bash -c command`` in the agent's folder and env, stdin closed, stdout and stderr
     to ``out_fd``, leading its own process group (so one ``killpg`` reaches all it starts)."""
     try:
-        return await asyncio.create_subprocess_exec(
-            "/bin/bash",
-            "-c",
-            command,
-            cwd=ctx.cwd,
-            env={**os.environ, **ctx.env},
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=out_fd,
-            stderr=out_fd,
-            start_new_session=True,
+        return await retry_on_emfile(
+            lambda: asyncio.create_subprocess_exec(
+                "/bin/bash",
+                "-c",
+                command,
+                cwd=ctx.cwd,
+                env={**os.environ, **ctx.env},
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out_fd,
+                stderr=out_fd,
+                start_new_session=True,
+            )
         )
     except OSError as exc:
         raise ToolError(f"Cannot start /bin/bash in working directory {ctx.cwd}: {exc}") from exc

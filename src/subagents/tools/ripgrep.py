@@ -17,6 +17,7 @@ walk applies them: ``.gitignore`` (nested, with or without a git repository:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import shutil
@@ -26,12 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from subagents.descriptors import process_slot, retry_on_emfile
 from subagents.processes import kill_group
 
 VCS_DIRS = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
 """Version-control folders: never walked by Grep or Glob, hidden or not."""
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 MAX_FILE_BYTES = 50 * 1024 * 1024
+_REAP_TIMEOUT_S = 5.0
 _OFF = frozenset({"0", "off", "false", "no"})
 
 
@@ -78,21 +81,30 @@ def common_args(*, hidden: bool) -> list[str]:
 
 
 async def run_rg(binary: str, args: Sequence[str]) -> RgResult:
-    """Run ``rg`` to its end (or to the output cap); cancellation kills its process group."""
-    proc = await asyncio.create_subprocess_exec(
-        binary,
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
+    """Run ``rg`` to its end (or to the output cap); cancellation kills its process group. It
+    holds a process slot while it runs (``descriptors``)."""
+    async with process_slot():
+        return await _run(binary, args)
+
+
+async def _run(binary: str, args: Sequence[str]) -> RgResult:
+    proc = await retry_on_emfile(
+        lambda: asyncio.create_subprocess_exec(
+            binary,
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
     )
     try:
         (out, truncated), err = await asyncio.gather(_read_capped(proc), _read_stderr(proc))
         code = await proc.wait()
     except BaseException:
         kill_group(proc.pid, signal.SIGKILL)
-        await asyncio.shield(proc.wait())
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):  # bounded, and immune
+            await asyncio.wait_for(asyncio.shield(proc.wait()), _REAP_TIMEOUT_S)  # to a 2nd one
         raise
     return RgResult(stdout=out, stderr=err.decode(errors="replace"), code=code, truncated=truncated)
 
