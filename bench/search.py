@@ -1,8 +1,9 @@
 """How long a search with no path takes on a real project: this repository, `.venv` included.
 
-`Grep "class AgentTool"` and `Glob "**/*.py"` as the model calls them (``tool.call``), with each
-engine the tool has (``rg`` when installed; the Python walk with ``SUBAGENTS_RIPGREP=0``), next
-to the floor: ``rg`` itself run the same way from the shell. Wall time, best of ``ROUNDS``.
+`Grep "class AgentTool"` and `Glob "**/*.py"` as the model calls them (``tool.call``): Grep with
+each engine (``rg`` when installed; the Python engine with ``SUBAGENTS_RIPGREP=0``), Glob with
+its Python walk; next to the floor, ``rg`` itself run from the shell. Wall time, best of
+``ROUNDS``.
 
     python bench/search.py [--repo PATH]
 
@@ -80,7 +81,8 @@ def main() -> None:
         ("Glob '**/*.py'", GlobTool(), {"pattern": "**/*.py"}),
     ]
     for label, tool, raw in cases:
-        for engine in ("rg", "python"):
+        engines = ("rg", "python") if tool.name == "Grep" else ("python",)  # Glob never runs rg
+        for engine in engines:
             if engine == "python":
                 os.environ["SUBAGENTS_RIPGREP"] = "0"
             else:

@@ -303,7 +303,15 @@ async def _check_rules(
 
 
 def _failure(name: str, step: str, exc: Exception) -> str:
-    """An unexpected exception as the model's error result: which step, which exception."""
+    """An unexpected exception as the model's error result: which step, which exception.
+
+    A permission check that cannot look at the call's path (a symlink loop, a folder it may not
+    enter) refuses the call: it fails closed, and says so in words."""
+    if step != "call" and isinstance(exc, OSError | RuntimeError | ValueError):
+        return (
+            f"{name} was not run: checking its permission failed ({_short(exc)}). "
+            "Fix the arguments (for example the path) and try again."
+        )
     where = "" if step == "call" else f" ({step})"
     return f"{name} failed{where}: {type(exc).__name__}: {_short(exc)}"
 

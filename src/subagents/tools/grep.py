@@ -98,7 +98,8 @@ class GrepTool(Tool[GrepInput]):
         ignore_case = bool(args.case_insensitive)
         target, is_file = search_target(args.path, ctx)
         binary = ripgrep_binary()
-        if not is_file and binary is not None:
+        # A NUL cannot be passed in an argument list; Python's engine takes such a pattern.
+        if not is_file and binary is not None and "\x00" not in args.pattern:
             found = await rg_search(binary, target, args, ctx)
             if found is not None:
                 return render(found, args, ctx)

@@ -11,6 +11,7 @@ The check is on the resolved path, never on the text the model wrote.
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -21,16 +22,36 @@ from subagents.tools.base import ToolContext, ToolError
 CONFINEMENT_NOTE = "File tools are confined to the working directory and its added directories."
 
 
-def _no_nul(raw: str) -> str:
+MAX_PATH_BYTES = 4095
+MAX_NAME_BYTES = 255
+
+
+def _valid_path_text(raw: str) -> str:
     # Checked at validation, before any permission rule resolves the path: the OS refuses such
-    # a name anyway, and the model learns which field to fix.
+    # a name anyway, and the model learns which field to fix and why.
     if "\x00" in raw:
         raise ValueError("the path contains a NUL byte, which no file name can hold")
+    try:
+        encoded = os.fsencode(raw)
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"the path holds U+{ord(raw[exc.start]):04X} at character {exc.start}, a lone "
+            "surrogate that no file name can hold"
+        ) from None
+    if len(encoded) > MAX_PATH_BYTES:
+        raise ValueError(f"the path is {len(encoded):,} bytes long; at most {MAX_PATH_BYTES}")
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if longest > MAX_NAME_BYTES:
+        raise ValueError(
+            f"one name in the path is {longest} bytes long; a file name holds at most "
+            f"{MAX_NAME_BYTES}"
+        )
     return raw
 
 
-PathText = Annotated[str, AfterValidator(_no_nul)]
-"""A path field of a file tool's input (``file_path``, ``path``): a string without NUL."""
+PathText = Annotated[str, AfterValidator(_valid_path_text)]
+"""A path field of a file tool's input (``file_path``, ``path``): a string the file system can
+take as a path (no NUL, no unencodable surrogate, names and length within the system's limits)."""
 
 
 def allowed_roots(ctx: ToolContext) -> tuple[Path, ...]:

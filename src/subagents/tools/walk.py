@@ -159,13 +159,15 @@ def root_of(path: Path, roots: tuple[Path, ...]) -> Path:
     return max(inside, key=lambda root: len(root.parts)) if inside else path
 
 
-async def list_files(base: Path, ctx: ToolContext, *, hidden: bool) -> list[tuple[Path, str]]:
+async def list_files(
+    base: Path, ctx: ToolContext, *, hidden: bool, use_rg: bool = True
+) -> list[tuple[Path, str]]:
     """Every file Grep and Glob may look at below ``base``: ``(path, relative posix path)``.
 
-    ``rg --files`` when ripgrep is installed, else the Python walk (``iter_files``); both
-    follow the same rules (module docstring). Denied files are not filtered here: see
-    ``readable``."""
-    binary = ripgrep_binary()
+    ``rg --files`` when ripgrep is installed and ``use_rg``, else the Python walk
+    (``iter_files``); both follow the same rules (module docstring). Denied files are not
+    filtered here: see ``readable``."""
+    binary = ripgrep_binary() if use_rg else None
     if binary is not None:
         result = await run_rg(binary, ["--files", *common_args(hidden=hidden), "--", str(base)])
         if result.code in (0, 1) or result.stdout:  # 2 with output: some folder was unreadable
