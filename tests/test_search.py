@@ -283,3 +283,11 @@ def test_a_childs_search_keeps_the_read_rules(secrets: Path, agent_type: str) ->
     assert run_.code == 0, run_.stderr
     assert "hunter2" not in run_.stdout
     assert "child saw: No matches found" in run_.stdout
+
+
+@pytest.mark.parametrize("pattern", ["a\x00b", "x\ud800", "\udc80"])
+async def test_patterns_no_argument_can_hold_are_searched_in_python(
+    project: Path, engine: str, pattern: str
+) -> None:
+    out = await run(GrepTool(), context(project), pattern=pattern)
+    assert out == "No files found"

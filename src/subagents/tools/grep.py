@@ -98,8 +98,7 @@ class GrepTool(Tool[GrepInput]):
         ignore_case = bool(args.case_insensitive)
         target, is_file = search_target(args.path, ctx)
         binary = ripgrep_binary()
-        # A NUL cannot be passed in an argument list; Python's engine takes such a pattern.
-        if not is_file and binary is not None and "\x00" not in args.pattern:
+        if not is_file and binary is not None and _fits_an_argument(args.pattern):
             found = await rg_search(binary, target, args, ctx)
             if found is not None:
                 return render(found, args, ctx)
@@ -108,6 +107,18 @@ class GrepTool(Tool[GrepInput]):
         files = [target] if is_file else await candidate_files(target, args.glob, ctx)
         results = await asyncio.to_thread(search, regex, files, args, ctx)
         return render(results, args, ctx)
+
+
+def _fits_an_argument(pattern: str) -> bool:
+    """Whether ``rg`` can be given the pattern: an argument holds no NUL and no lone surrogate
+    (Python's engine takes such a pattern)."""
+    if "\x00" in pattern:
+        return False
+    try:
+        os.fsencode(pattern)
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def compile_pattern(pattern: str, *, ignore_case: bool) -> re.Pattern[str]:
