@@ -17,7 +17,7 @@ from pathlib import Path
 CHILDREN = 200
 LIMIT = 150
 
-PROGRAM = textwrap.dedent(
+PRELUDE = textwrap.dedent(
     """
     import asyncio, json, resource, sys
     from pathlib import Path
@@ -32,6 +32,12 @@ PROGRAM = textwrap.dedent(
          "subagent_type": "general-purpose", "run_in_background": True}}
         for i in range(children)
     ]
+    """
+)
+"""Lower the descriptor limit, then start ``children`` background children from main."""
+
+PROGRAM = PRELUDE + textwrap.dedent(
+    """
     script = {"agents": [
         {"agent_type": "main",
          "turns": [{"tool_calls": calls}] + [{"text": "ok"}] * (children * 3)},
@@ -49,13 +55,19 @@ PROGRAM = textwrap.dedent(
     children_done = [r for r in result.agents[1:] if r.status == "completed"]
     print(json.dumps({"subtype": result.subtype, "completed": len(children_done)}))
     """
-).replace("FD_LIMIT", str(LIMIT))
+)
 
 
 def test_two_hundred_background_children_within_150_descriptors(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("x")
     proc = subprocess.run(
-        [sys.executable, "-c", PROGRAM, str(tmp_path), str(CHILDREN)],
+        [
+            sys.executable,
+            "-c",
+            PROGRAM.replace("FD_LIMIT", str(LIMIT)),
+            str(tmp_path),
+            str(CHILDREN),
+        ],
         capture_output=True,
         text=True,
         timeout=240,
@@ -123,21 +135,8 @@ def test_the_cli_lifts_the_soft_open_file_limit_for_its_shells(tmp_path: Path) -
     assert results and "4096" in json.dumps(results[-1]["content"])
 
 
-TOOL_PROGRAM = textwrap.dedent(
+TOOL_PROGRAM = PRELUDE + textwrap.dedent(
     """
-    import asyncio, json, resource, sys
-    from pathlib import Path
-    resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
-    from subagents.config import RuntimeConfig
-    from subagents.session import Session, SessionOptions
-    from subagents.testing import ScriptedModel
-
-    folder, children = Path(sys.argv[1]), int(sys.argv[2])
-    calls = [
-        {"name": "Agent", "input": {"description": f"job {i}", "prompt": f"job {i}",
-         "subagent_type": "general-purpose", "run_in_background": True}}
-        for i in range(children)
-    ]
     child_calls = [
         {"name": "Bash", "input": {"command": "sleep 0.2; echo shell-ok"}},
         {"name": "Grep", "input": {"pattern": "needle", "path": "src"}},
