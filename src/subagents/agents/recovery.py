@@ -228,7 +228,7 @@ def repair_child_transcript(record: SidecarRecord) -> Verdict:
         return Verdict(outcome="interrupted", detail="no durable turn; rebuilt from the sidecar")
     if state.markers == 0:
         return Verdict(outcome="failed", detail=f"{path}: no completed turn marker")
-    if not _starts_with_prompt(state.durable, record.prompt):
+    if not _starts_with_prompt(state.opening, record.prompt):
         return Verdict(outcome="failed", detail=f"{path}: does not begin with the run's prompt")
     cut_to_durable(path, state)
     return _decide(path, state.durable, state.markers)
@@ -401,11 +401,17 @@ def delivered_task_ids(messages: Sequence[Message]) -> set[str]:
 
 
 def pending_notifications(
-    messages: Sequence[Message], records: Sequence[SidecarRecord], *, max_result: int
+    messages: Sequence[Message],
+    records: Sequence[SidecarRecord],
+    *,
+    max_result: int,
+    earlier: Sequence[Message] = (),
 ) -> list[InboxItem]:
     """Notifications a resumed session still owes its main agent, oldest first: terminal
-    background children whose task id is not in the transcript yet (each exactly once)."""
-    delivered = delivered_task_ids(messages)
+    background children whose task id is not in the transcript yet (each exactly once).
+    ``earlier`` is the history a compaction replaced: a notification summarised away was
+    delivered all the same."""
+    delivered = delivered_task_ids(messages) | delivered_task_ids(earlier)
     items: list[InboxItem] = []
     for record in records:
         if not record.is_background or not record.is_terminal:
@@ -435,7 +441,15 @@ def notice_for(record: SidecarRecord) -> AgentNotice:
     )
 
 
-def load_session_history(path: Path) -> list[Message]:
+@dataclass(kw_only=True, frozen=True)
+class SessionHistory:
+    """A resumed session's durable history, and what compaction boundaries replaced of it."""
+
+    messages: list[Message]
+    earlier: list[Message] = field(default_factory=list)
+
+
+def load_session(path: Path) -> SessionHistory:
     """A resumed session's durable history; the transcript is cut back to it first, so the new
     run appends after its last completed turn (never after a torn line or a lost turn)."""
     try:
@@ -443,4 +457,9 @@ def load_session_history(path: Path) -> list[Message]:
     except UnverifiableTranscript as exc:
         raise ValueError(f"cannot resume: {exc}") from exc
     cut_to_durable(path, state)
-    return state.durable
+    return SessionHistory(messages=state.durable, earlier=state.replaced)
+
+
+def load_session_history(path: Path) -> list[Message]:
+    """``load_session(path).messages``."""
+    return load_session(path).messages

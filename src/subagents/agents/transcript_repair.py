@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from subagents.messages import Message
-
-MARKER_TYPE = "turn_completed"
+from subagents.store.transcript import MARKER_TYPE, TranscriptReplay
 
 
 class UnverifiableTranscript(Exception):
@@ -46,20 +45,29 @@ class TranscriptState:
     """Complete messages after the last marker: the turn a crash cut off."""
     torn_tail: bool = False
     """The last line is incomplete: cut short, or complete but missing its newline."""
+    replaced: list[Message] = field(default_factory=list)
+    """Durable messages that a compaction boundary replaced (the file's earlier history)."""
+
+    @property
+    def opening(self) -> list[Message]:
+        """The history as the file began it: before any compaction boundary."""
+        return self.replaced or self.durable
 
 
 def inspect_transcript(path: Path) -> TranscriptState:
     """Split ``path`` into durable history, interrupted turn and torn tail; no writes.
 
-    Raises ``UnverifiableTranscript`` (naming the file and line) for a corrupt line that is not
-    the last one, or a line that is not a transcript record.
+    Compaction boundaries and clearings are applied as ``read_messages`` applies them
+    (``store.transcript.TranscriptReplay``). Raises ``UnverifiableTranscript`` (naming the file
+    and line) for a corrupt line that is not the last one, or a line that is not a transcript
+    record.
     """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return TranscriptState(exists=False)
     state = TranscriptState(exists=True)
-    pending: list[Message] = []
+    replay = TranscriptReplay()
     offset = 0
     lines = data.split(b"\n")
     for number, raw in enumerate(lines, start=1):
@@ -68,17 +76,15 @@ def inspect_transcript(path: Path) -> TranscriptState:
         if raw.strip():
             record = _parse(path, number, raw, torn_ok=last)
             state.torn_tail = last  # the last line lacks its newline, parsed or not
-            if record is None:
-                pass
-            elif record.get("type") == "message":
-                pending.append(record["message"])
-            elif record.get("type") == MARKER_TYPE:
-                state.durable += pending
-                pending = []
-                state.markers += 1
-                state.durable_bytes = end
+            if record is not None:
+                replay.feed(record)
+                if record.get("type") == MARKER_TYPE:
+                    state.durable_bytes = end
         offset = end
-    state.interrupted = pending
+    state.durable = replay.durable
+    state.replaced = replay.replaced
+    state.markers = replay.markers
+    state.interrupted = replay.unconfirmed
     return state
 
 

@@ -55,9 +55,12 @@ TerminalReason: TypeAlias = Literal[
 
 
 class MessageLog(Protocol):
-    """Where a loop's messages go as they happen (a transcript); ``flush`` ends each turn."""
+    """Where a loop's messages go as they happen (a transcript); ``flush`` ends each turn.
+    ``record`` writes a non-message record (a compaction boundary) in order with them."""
 
     def append(self, message: Message) -> None: ...
+
+    def record(self, entry: dict[str, Any]) -> None: ...
 
     def flush(self) -> None: ...
 

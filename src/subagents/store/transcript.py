@@ -4,6 +4,13 @@ Each line is one record: ``{"type": "message", "message": {...}}`` for a convers
 marker such as ``{"type": "turn_completed", "turn": N}``. Lines are buffered in memory during a turn
 and written with one ``write`` when the turn ends (``flush``), which keeps durable transcripts cheap
 on the hot path: a crash loses at most the turn in flight, which recovery treats as interrupted.
+
+Two records change the history instead of adding to it (context compaction, docs/compaction.md):
+``{"type": "compaction", ...}`` — the messages after it *replace* everything before it — and
+``{"type": "tool_results_cleared", "results": {tool_use_id: stub}}`` — those tool results' content
+becomes the stub. Like messages, they count only once their turn's marker follows. Earlier lines
+are never rewritten: the whole history stays in the file. ``TranscriptReplay`` is the one place
+that applies them, for ``read_messages`` and for crash recovery (``agents.transcript_repair``).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from subagents.json_codec import dumps
-from subagents.messages import Message
+from subagents.messages import ContentBlock, Message
 from subagents.state import ensure_private_dir
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -158,13 +165,84 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
             raise ValueError(f"{path}:{number}: corrupt transcript line: {exc}") from exc
 
 
+MARKER_TYPE = "turn_completed"
+COMPACTION_TYPE = "compaction"
+CLEARED_TYPE = "tool_results_cleared"
+
+
+class TranscriptReplay:
+    """Rebuilds a conversation from transcript records fed in file order (see the module
+    docstring): messages, compaction boundaries and clearings take effect when their turn is
+    confirmed by a marker; what follows the last marker is the unconfirmed turn."""
+
+    __slots__ = ("_turn", "durable", "markers", "replaced")
+
+    def __init__(self) -> None:
+        self.durable: list[Message] = []
+        """The confirmed history, boundaries and clearings applied."""
+        self.replaced: list[Message] = []
+        """Confirmed messages a compaction boundary took out of the history, oldest first."""
+        self.markers = 0
+        self._turn: list[dict[str, Any]] = []
+
+    def feed(self, record: dict[str, Any]) -> None:
+        kind = record.get("type")
+        if kind == MARKER_TYPE:
+            self._confirm()
+        elif kind in ("message", COMPACTION_TYPE, CLEARED_TYPE):
+            self._turn.append(record)
+
+    @property
+    def unconfirmed(self) -> list[Message]:
+        """Messages after the last marker: the turn a crash cut off."""
+        return [r["message"] for r in self._turn if r.get("type") == "message"]
+
+    @property
+    def compacted(self) -> bool:
+        return bool(self.replaced)
+
+    def _confirm(self) -> None:
+        self.markers += 1
+        for record in self._turn:
+            kind = record.get("type")
+            if kind == "message":
+                self.durable.append(record["message"])
+            elif kind == COMPACTION_TYPE:
+                self.replaced += self.durable
+                self.durable = []
+            else:
+                stubs = record.get("results")
+                if isinstance(stubs, dict) and stubs:
+                    self.durable = clear_results(self.durable, stubs)
+        self._turn = []
+
+
+def clear_results(messages: list[Message], stubs: dict[str, Any]) -> list[Message]:
+    """``messages`` with the content of the tool results named in ``stubs`` replaced by their
+    stub. Changed messages are new objects: the originals may be shared (a fork's history)."""
+    out: list[Message] = []
+    for message in messages:
+        content = message["content"]
+        if message["role"] != "user" or isinstance(content, str):
+            out.append(message)
+            continue
+        blocks: list[ContentBlock] = []
+        changed = False
+        for block in content:
+            if block["type"] == "tool_result" and block["tool_use_id"] in stubs:
+                stub = str(stubs[block["tool_use_id"]])
+                blocks.append({**block, "content": stub})
+                changed = True
+            else:
+                blocks.append(block)
+        out.append({"role": "user", "content": blocks} if changed else message)
+    return out
+
+
 def read_messages(path: Path) -> list[Message]:
-    """The conversation of a transcript, up to its last completed turn."""
-    messages: list[Message] = []
-    confirmed = 0
+    """The conversation of a transcript, up to its last completed turn (a compaction boundary
+    replaces what came before it)."""
+    replay = TranscriptReplay()
     for record in read_records(path):
-        if record.get("type") == "message":
-            messages.append(record["message"])
-        elif record.get("type") == "turn_completed":
-            confirmed = len(messages)
-    return messages[:confirmed]
+        replay.feed(record)
+    return replay.durable
