@@ -58,6 +58,10 @@ class RuntimeConfig:
     """Copies of each plain sync delegation, merged by a synthesis agent (SPEC §14)."""
     telemetry: bool = False
     """OpenTelemetry export (docs/telemetry.md); the ``OTEL_*`` variables configure it."""
+    autocompact: bool = True
+    """Compact a history automatically near its model's window (docs/compaction.md)."""
+    autocompact_tokens: int | None = None
+    """An absolute compaction threshold in tokens, instead of the model's window."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -83,6 +87,10 @@ class RuntimeConfig:
                 1, _int(env, "SUBAGENTS_PARALLEL_TASKS_COUNT", cls.parallel_tasks_count)
             ),
             print_bg_wait_ms=_int(env, "SUBAGENTS_PRINT_BG_WAIT_MS", cls.print_bg_wait_ms),
+            autocompact=not _flag(
+                env, ("SUBAGENTS_DISABLE_AUTOCOMPACT", "DISABLE_AUTO_COMPACT"), default=False
+            ),
+            autocompact_tokens=_int(env, "SUBAGENTS_AUTOCOMPACT_TOKENS", 0) or None,
             fork_enabled=_flag(
                 env,
                 ("SUBAGENTS_FORK_SUBAGENT", "CLAUDE_CODE_FORK_SUBAGENT"),

@@ -132,6 +132,33 @@ class NotificationEvent:
 
 
 @dataclass(kw_only=True, slots=True)
+class CompactionEvent:
+    """An agent's history was compacted (docs/compaction.md): how, and its size before and
+    after (``tokens_after`` is an estimate: characters / 4 of system prompt and history)."""
+
+    type: Literal["compaction"] = "compaction"
+    agent: AgentRef
+    trigger: Literal["auto", "manual"]
+    method: Literal["summary", "cleared", "truncated"]
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "compaction",
+            "trigger": self.trigger,
+            "method": self.method,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "messages_before": self.messages_before,
+            "messages_after": self.messages_after,
+            **self.agent.to_dict(),
+        }
+
+
+@dataclass(kw_only=True, slots=True)
 class ResultEvent:
     """The end of the session's main agent: the same object ``--output-format json`` prints."""
 
@@ -149,6 +176,7 @@ Event: TypeAlias = (
     | ProgressEvent
     | SystemEvent
     | NotificationEvent
+    | CompactionEvent
     | ResultEvent
 )
 EventSink: TypeAlias = Callable[[Event], None]

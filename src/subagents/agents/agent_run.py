@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from subagents.agents.schema import AgentDefinition
 from subagents.events import AgentRef
+from subagents.loop.compaction import CompactionPolicy
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome, LoopSpec, LoopStats, run_loop
 from subagents.loop.scheduling import MAX_CONCURRENT_TOOLS
@@ -147,6 +148,12 @@ class AgentJob:
     logged_messages: int = 0
     """Leading ``messages`` already in the transcript (a resumed session's history), so they
     are not written twice."""
+    compaction: CompactionPolicy | None = None
+    """When the history is compacted (None: never automatically)."""
+    task_text: str = ""
+    """The task kept verbatim through compaction (default: the run's prompt)."""
+    memory_only: frozenset[str] = frozenset()
+    """Tools held only for the memory folder (frozen in the record for a resume)."""
 
     @property
     def run(self) -> AgentRun:
@@ -199,6 +206,8 @@ async def run_agent(job: AgentJob) -> LoopOutcome:
         stats=run.stats,
         tool_concurrency=job.tool_concurrency,
         reminders=job.reminders,
+        compaction=job.compaction,
+        task_text=job.task_text or run.prompt,
     )
     outcome: LoopOutcome | None = None
     observer = job.ctx.observer

@@ -19,9 +19,10 @@ from pydantic import BaseModel
 from subagents.abort import AbortSignal
 from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun
 from subagents.agents.context import create_subagent_context
+from subagents.agents.memory import AgentMemory, memory_guard
 from subagents.agents.runtime import AgentRuntime
-from subagents.agents.spec import ChildSpec
-from subagents.events import AgentRef
+from subagents.agents.spec import ChildSpec, Workspace
+from subagents.events import AgentRef, SystemEvent
 from subagents.hooks.engine import HookEngine
 from subagents.ids import new_id
 from subagents.loop.query import Budget
@@ -57,14 +58,22 @@ def assemble(
         frame.permission_mode = checker.context.mode
     transcript = runtime.transcript_for(agent_id)
     workspace = spec.workspace
+    roots = workspace.roots
+    can_use_tool = _can_use_tool(checker or parent_ctx.can_use_tool, spec)
+    if spec.memory is not None:
+        roots = _with_memory_root(workspace, parent_ctx, spec.memory)
+        can_use_tool = memory_guard(
+            can_use_tool, spec.memory, checker=checker, memory_only=spec.memory_only
+        )
+        _report_memory(runtime, ref, spec)
     ctx = create_subagent_context(
         parent_ctx,
         agent=ref,
         abort=AbortSignal() if spec.background else parent_ctx.abort.child(),
         owner=frame,
         cwd=workspace.cwd,
-        roots=workspace.roots,
-        can_use_tool=_can_use_tool(checker or parent_ctx.can_use_tool, spec),
+        roots=roots,
+        can_use_tool=can_use_tool,
         hooks=_hooks(runtime, spec, ref, transcript),
         transcript=transcript,
     )
@@ -78,7 +87,38 @@ def assemble(
         tool_concurrency=runtime.config.tool_concurrency,
         worktree=workspace.worktree,
         reminders=spec.reminders,
+        compaction=runtime.compaction_policy(spec.model),
+        task_text=spec.task_text,
+        memory_only=spec.memory_only,
     )
+
+
+def _with_memory_root(
+    workspace: Workspace, parent_ctx: ToolContext, memory: AgentMemory
+) -> tuple[Path, ...]:
+    """The child's roots (as ``create_subagent_context`` would choose them) plus its memory."""
+    if workspace.roots is not None:
+        roots = workspace.roots
+    elif workspace.cwd is not None:
+        roots = (workspace.cwd,)
+    else:
+        roots = parent_ctx.roots or (parent_ctx.cwd,)
+    return (*roots, memory.folder)
+
+
+def _report_memory(runtime: AgentRuntime, ref: AgentRef, spec: ChildSpec) -> None:
+    """``memory_loaded``: which scope, from which definition source, which index file."""
+    memory, definition = spec.memory, spec.definition
+    if memory is None or spec.kind != "fresh":
+        return
+    data = {
+        "scope": memory.scope,
+        "source": definition.source if definition is not None else "runtime",
+        "path": str(memory.index_path),
+        "agent_type": spec.agent_type,
+        "loaded": bool(memory.index),
+    }
+    runtime.emit(SystemEvent(agent=ref, subtype="memory_loaded", data=data))
 
 
 def _run(ref: AgentRef, spec: ChildSpec, parent: AgentFrame) -> AgentRun:

@@ -108,6 +108,8 @@ def build_record(
             definition_source=definition.source if definition is not None else "runtime",
             definition_path=definition.path if definition is not None else None,
             thinking=job.thinking,
+            memory=definition.memory if definition is not None else None,
+            memory_only_tools=tuple(sorted(job.memory_only)),
         ),
         created_at=now,
         last_active_at=now,

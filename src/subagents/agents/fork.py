@@ -98,4 +98,5 @@ def fork_spec(
         permission_mode=parent.permission_mode,
         inherit_permissions=True,
         background=background,
+        task_text=DIRECTIVE + prompt,
     )

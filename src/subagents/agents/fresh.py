@@ -22,6 +22,7 @@ from typing import Any
 
 from subagents.agents.agent_run import AgentFrame
 from subagents.agents.definitions import resolve_tool_names
+from subagents.agents.memory import with_memory_tools
 from subagents.agents.prompts import child_system_prompt, environment_for, profile_of
 from subagents.agents.reminders import reminders_for
 from subagents.agents.runtime import AgentRuntime
@@ -30,6 +31,7 @@ from subagents.agents.spec import ChildSpec, Workspace
 from subagents.messages import user_message
 from subagents.models.base import Model
 from subagents.permissions.modes import parse_mode
+from subagents.tools import core_tools
 from subagents.tools.base import Tool, ToolContext
 from subagents.worktrees.git import Worktree
 
@@ -60,17 +62,24 @@ def definition_spec(
     definition = request.definition
     tools = child_tools(definition, parent.tools)
     cwd = request.cwd or parent_ctx.cwd
+    memory = runtime.open_memory(definition) if definition.memory else None
+    memory_only: frozenset[str] = frozenset()
+    if memory is not None:
+        tools, memory_only = with_memory_tools(tools, [*parent.tools, *core_tools()])
     model = runtime.model_for(request.model, definition.model, parent.model)
     names = [tool.name for tool in tools]
     reminders = reminders_for(runtime, definition, names)
     first = reminders.first_message(request.prompt) if reminders else user_message(request.prompt)
+    system = build_system_prompt(runtime, definition, cwd, model)
+    if memory is not None:
+        system = f"{system}\n\n{memory.prompt_block(definition.name)}"
     return ChildSpec(
         kind="fresh",
         agent_type=definition.name,
         description=request.description,
         prompt=request.prompt,
         model=model,
-        system=build_system_prompt(runtime, definition, cwd, model),
+        system=system,
         tools=tools,
         messages=[first],
         reminders=reminders.next_blocks if reminders else None,
@@ -83,6 +92,8 @@ def definition_spec(
         tool_use_id=request.tool_use_id,
         agent_id=request.agent_id,
         workspace=Workspace(cwd=request.cwd, roots=request.roots, worktree=request.worktree),
+        memory=memory,
+        memory_only=memory_only,
     )
 
 

@@ -87,6 +87,14 @@ def resume_spec(
         agent_id=agent_id, agent_type=record.agent_type, parent_agent_id=parent_ctx.agent.agent_id
     )
     tools = snapshot_tools(runtime, frame, snapshot.tools, ref)
+    definition = snapshot_definition(record, [tool.name for tool in tools])
+    memory = None
+    if definition is not None and definition.memory:
+        # The frozen system prompt shows the index as it was; access comes back with the
+        # folder (the snapshot's tool names already hold the memory tools).
+        memory = runtime.open_memory(definition, load_index=False)
+    if memory is None and snapshot.memory_only_tools:
+        tools = [tool for tool in tools if tool.name not in snapshot.memory_only_tools]
     return ChildSpec(
         kind="resume",
         agent_type=record.agent_type,
@@ -98,7 +106,7 @@ def resume_spec(
         messages=resume_messages(source.history, prompt),
         thinking=snapshot.thinking,
         max_turns=snapshot.max_turns,
-        definition=snapshot_definition(record, [tool.name for tool in tools]),
+        definition=definition,
         permission_mode=snapshot.permission_mode,
         background=background,
         tool_use_id=tool_use_id,
@@ -109,6 +117,8 @@ def resume_spec(
             resume_depth=record.lineage.resume_depth + 1,
         ),
         workspace=_kept_worktree(record),
+        memory=memory,
+        memory_only=frozenset(snapshot.memory_only_tools) if memory is not None else frozenset(),
     )
 
 
@@ -275,6 +285,7 @@ def snapshot_definition(record: SidecarRecord, tool_names: list[str]) -> AgentDe
         source=source,
         path=snapshot.definition_path,
         read_only=read_only,
+        memory=snapshot.memory,
     )
 
 

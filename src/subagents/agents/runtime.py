@@ -16,10 +16,14 @@ from pathlib import Path
 from subagents.agents.agent_run import AgentRun
 from subagents.agents.catalog import DefinitionWatch
 from subagents.agents.definitions import DefinitionSet
+from subagents.agents.memory import AgentMemory, MemoryFolderError, open_memory
 from subagents.agents.project_context import ProjectContext
+from subagents.agents.schema import AgentDefinition
 from subagents.config import RuntimeConfig
-from subagents.events import Event, EventSink, discard
+from subagents.events import AgentRef, Event, EventSink, SystemEvent, discard
 from subagents.hooks.engine import HookEngine
+from subagents.loop.compaction import CompactionPolicy, policy_for
+from subagents.loop.query import MAX_OUTPUT_TOKENS
 from subagents.models.base import Model
 from subagents.models.resolve import resolve_alias
 from subagents.models.retry import ModelCaller, ObservedModelCaller, RetryPolicy
@@ -57,6 +61,9 @@ class AgentRuntime:
     _agents_dir: tuple[ProjectState | None, Path] = field(
         default=(None, Path()), init=False, repr=False, compare=False
     )
+    _policies: dict[str, CompactionPolicy] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def emit(self, event: Event) -> None:
         self.sink(event)
@@ -80,6 +87,20 @@ class AgentRuntime:
             )
         return ModelCaller(model=model, policy=self.retry, fallback=self.fallback)
 
+    def compaction_policy(self, model: Model) -> CompactionPolicy:
+        """When an agent on ``model`` compacts (``RuntimeConfig`` knobs, the window table);
+        one policy per model name for the session."""
+        policy = self._policies.get(model.name)
+        if policy is None:
+            config = self.config
+            policy = self._policies[model.name] = policy_for(
+                model.name,
+                max_output_tokens=MAX_OUTPUT_TOKENS,
+                absolute_tokens=config.autocompact_tokens,
+                auto=config.autocompact,
+            )
+        return policy
+
     def transcript_for(self, agent_id: str) -> Path | None:
         if not self.transcripts:
             return None
@@ -89,6 +110,29 @@ class AgentRuntime:
         if state is not self.state:
             state, folder = self._agents_dir = (self.state, self.state.agents_dir)
         return folder / f"{agent_id}.jsonl"
+
+    def open_memory(
+        self, definition: AgentDefinition, *, load_index: bool = True
+    ) -> AgentMemory | None:
+        """The memory folder of ``definition`` (its ``memory`` scope), or None — with a warning
+        naming the folder — when it cannot be used."""
+        scope = definition.memory
+        if not scope:
+            return None
+        ref = AgentRef(agent_id=self.session_id, agent_type=definition.name)
+        try:
+            memory = open_memory(
+                definition,
+                scope,
+                cwd=self.cwd,
+                user_home=Path.home(),
+                subagents_home=self.state.home,
+                load_index=load_index,
+            )
+        except MemoryFolderError as exc:
+            self.emit(SystemEvent(agent=ref, subtype="warning", data={"message": str(exc)}))
+            return None
+        return memory
 
     def context_block(self, *, read_only: bool) -> str:
         if self.project_context is None:

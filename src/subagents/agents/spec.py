@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from subagents.agents.memory import AgentMemory
 from subagents.agents.schema import AgentDefinition
 from subagents.messages import ContentBlock, Message
 from subagents.models.base import Model, ToolSchema
@@ -99,6 +100,13 @@ class ChildSpec:
     reminders: Callable[[], list[ContentBlock]] | None = None
     """Blocks for every later user message: catalog changes, critical reminder
     (``agents.reminders``)."""
+    task_text: str = ""
+    """The task kept verbatim through compaction; "" = the prompt (a fork: its directive)."""
+    memory: AgentMemory | None = None
+    """The agent's memory folder (``memory:`` of its definition): a confinement root it may
+    use whatever its mode; the index is already in ``system`` for a fresh child."""
+    memory_only: frozenset[str] = frozenset()
+    """Tools the child holds only for its memory: they work only inside that folder."""
 
     def tool_names(self) -> list[str]:
         return [tool.name for tool in self.tools]

@@ -39,7 +39,13 @@ from typing import Any, Final, Literal
 from subagents.hooks.config import HookConfig, parse_hooks
 from subagents.hooks.output import HookOutcome, interpret
 from subagents.hooks.runner import clean_environment, run_hooks
-from subagents.tools.base import PreToolVerdict, StopVerdict, ToolContext, ToolOutput
+from subagents.tools.base import (
+    CompactVerdict,
+    PreToolVerdict,
+    StopVerdict,
+    ToolContext,
+    ToolOutput,
+)
 
 MAX_CONSECUTIVE_STOP_BLOCKS: Final = 8
 
@@ -181,6 +187,22 @@ class HookEngine:
         outcome = await self._fire("Stop", None, fields, agent_id=agent.agent_id, ctx=ctx)
         return self._stop_verdict(agent.agent_id, "Stop", outcome)
 
+    async def pre_compact(
+        self, trigger: str, instructions: str, ctx: ToolContext
+    ) -> CompactVerdict:
+        """PreCompact (matcher: the trigger, auto|manual); exit 2 or ``decision: block`` skips
+        this compaction; additional context and plain output add to the instructions."""
+        fields = {"trigger": trigger, "custom_instructions": instructions}
+        outcome = await self._fire_agent_event("PreCompact", trigger, fields, ctx)
+        if outcome.blocked:
+            return CompactVerdict(block=True, reason=outcome.block_reason)
+        return CompactVerdict(instructions=outcome.context_text(with_plain_output=True))
+
+    async def post_compact(self, trigger: str, summary: str, ctx: ToolContext) -> None:
+        """PostCompact, with the summary; it cannot block."""
+        fields = {"trigger": trigger, "compact_summary": summary}
+        await self._fire_agent_event("PostCompact", trigger, fields, ctx)
+
     # -- agent lifecycle -------------------------------------------------------------------
 
     async def subagent_start(
@@ -301,6 +323,16 @@ class HookEngine:
         if agent.parent_agent_id is not None:
             fields.update(agent_id=agent.agent_id, agent_type=agent.agent_type)
         return await self._fire(event, tool_name, fields, agent_id=agent.agent_id, ctx=ctx)
+
+    async def _fire_agent_event(
+        self, event: str, subject: str, fields: dict[str, Any], ctx: ToolContext
+    ) -> HookOutcome:
+        """An event about the agent ``ctx`` belongs to: its scoped hooks; a child's id and type
+        in the payload, as for tool events."""
+        agent = ctx.agent
+        if agent.parent_agent_id is not None:
+            fields.update(agent_id=agent.agent_id, agent_type=agent.agent_type)
+        return await self._fire(event, subject, fields, agent_id=agent.agent_id, ctx=ctx)
 
     async def _subagent_stop(
         self,

@@ -12,6 +12,9 @@ budgets; it returns a ``LoopOutcome`` whose ``reason`` names why it ended:
 
 Budgets are checked before every model call. Between turns the loop drains its inbox (background
 completions, messages from other agents), so such input never lands inside a running model output.
+Then, when the running token count (``LoopStats.context_tokens``: the last call's usage plus an
+estimate of what was appended since — O(1) per turn) reaches the compaction threshold, the history
+is compacted (``loop.compaction``, docs/compaction.md) before the call.
 
 Cancellation protocol: the loop's task is bound to the context's abort signal, so an abort cancels
 whatever the loop awaits. The loop catches that cancellation only when its own signal fired
@@ -25,10 +28,13 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from subagents.events import AssistantEvent, SystemEvent, ToolResultsEvent, discard
+from subagents.loop.compaction import CompactionPolicy, Compactor
+from subagents.loop.history_trim import CHARS_PER_TOKEN, history_tokens, message_chars
 from subagents.loop.inbox import Inbox
+from subagents.loop.log import MessageLog
 from subagents.loop.scheduling import (
     MAX_CONCURRENT_TOOLS,
     CallResult,
@@ -49,20 +55,14 @@ from subagents.models.base import ModelError, ModelRequest, RequestMetadata
 from subagents.models.retry import ModelCaller
 from subagents.tools.base import Tool, ToolContext
 
+MAX_OUTPUT_TOKENS = 8192
+"""Output tokens asked for per model call."""
+_NEVER = 1 << 62
+"""``compact_at`` when automatic compaction is off: no count reaches it."""
+
 TerminalReason: TypeAlias = Literal[
     "completed", "max_turns", "max_tokens", "max_wall_time", "aborted", "model_error"
 ]
-
-
-class MessageLog(Protocol):
-    """Where a loop's messages go as they happen (a transcript); ``flush`` ends each turn.
-    ``record`` writes a non-message record (a compaction boundary) in order with them."""
-
-    def append(self, message: Message) -> None: ...
-
-    def record(self, entry: dict[str, Any]) -> None: ...
-
-    def flush(self) -> None: ...
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -85,7 +85,7 @@ class LoopSpec:
     messages: list[Message]
     prompt: str
     budget: Budget = field(default_factory=Budget)
-    max_output_tokens: int = 8192
+    max_output_tokens: int = MAX_OUTPUT_TOKENS
     thinking: dict[str, Any] | None = None
     inbox: Inbox | None = None
     log: MessageLog | None = None
@@ -98,6 +98,11 @@ class LoopSpec:
     """Exact schema array to send (a fork reuses its parent's bytes); default: from ``tools``."""
     reminders: Callable[[], list[ContentBlock]] | None = None
     """Blocks appended to every user message the loop builds (``agents.reminders``)."""
+    compaction: CompactionPolicy | None = None
+    """When to compact the history (None: never automatically)."""
+    task_text: str = ""
+    """The agent's task as given (a child's prompt, a fork's directive): kept verbatim through
+    compaction."""
 
 
 @dataclass(kw_only=True)
@@ -108,6 +113,11 @@ class LoopStats:
     tool_use_count: int = 0
     usage: Usage = field(default_factory=Usage)
     latest_input_tokens: int = 0
+    context_tokens: int = 0
+    """Estimated tokens of the next request: the last call's input and output, plus characters
+    / 4 of each user message appended since (what automatic compaction compares)."""
+    compactions: int = 0
+    """Summary compactions so far (the ordinal of the next summary request is this + 1)."""
     activities: list[str] = field(default_factory=list)
     call_outputs: list[CallResult] = field(default_factory=list)
 
@@ -142,6 +152,13 @@ class _Loop:
         self.schemas = spec.tool_schemas or [t.schema() for t in spec.tools]
         self.started = time.monotonic()
         self.turn: TurnResults | None = None
+        policy = spec.compaction
+        self.compact_at = policy.trigger_tokens if policy is not None and policy.auto else _NEVER
+        """The running count at which the next automatic compaction starts."""
+        self._compactor: Compactor | None = None
+        self._check_floor = False
+        if self.compact_at != _NEVER and not self.stats.context_tokens:
+            self.stats.context_tokens = history_tokens(spec.system, spec.messages)
         # The same for every call of this loop; a request only reads it.
         self.metadata = RequestMetadata(
             agent_id=self.ctx.agent.agent_id,
@@ -188,6 +205,8 @@ class _Loop:
                 return spent, None
             if self.spec.messages and self.spec.messages[-1]["role"] == "assistant":
                 self._deliver_inbox()
+            if self.stats.context_tokens >= self.compact_at and len(self.spec.messages) > 1:
+                await self._auto_compact()
             try:
                 message, calls = await self._call_model()
             except ModelError as exc:
@@ -260,6 +279,9 @@ class _Loop:
         stats.latest_input_tokens = (
             usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
         )
+        stats.context_tokens = stats.latest_input_tokens + usage.output_tokens
+        if self._check_floor:
+            self._settle_floor()
         message = done.message
         self._append(message)
         if ctx.emit is not discard:  # nobody watching: skip building the event
@@ -321,8 +343,58 @@ class _Loop:
 
     def _append(self, message: Message) -> None:
         self.spec.messages.append(message)
+        if message["role"] == "user":  # an answer's size is in the next call's usage
+            self.stats.context_tokens += message_chars(message) // CHARS_PER_TOKEN
         if self.spec.log is not None:
             self.spec.log.append(message)
+
+    async def _auto_compact(self) -> None:
+        """Clear old results if that is enough, else summarise (docs/compaction.md §2)."""
+        policy = self.spec.compaction
+        assert policy is not None
+        compactor = self._compactor or self._make_compactor(policy)
+        stats = self.stats
+        tokens = stats.context_tokens
+        result = compactor.clear(
+            tokens, target_tokens=int(policy.trigger_tokens * policy.clear_target)
+        )
+        if result is None:
+            ordinal = stats.compactions + 1
+            result = await compactor.compact("auto", ordinal=ordinal, tokens_before=tokens)
+            stats.usage.add(result.usage)
+            if result.method == "skipped":
+                return  # a PreCompact hook said no: asked again before the next call
+            stats.compactions = ordinal
+        stats.context_tokens = result.tokens_after
+        self._check_floor = True
+
+    def _make_compactor(self, policy: CompactionPolicy) -> Compactor:
+        spec = self.spec
+        self._compactor = Compactor(
+            policy=policy,
+            caller=spec.caller,
+            system=spec.system,
+            schemas=self.schemas,
+            messages=spec.messages,
+            ctx=self.ctx,
+            tools=self.tool_map,
+            log=spec.log,
+            thinking=spec.thinking,
+            task_text=spec.task_text,
+            prompt=spec.prompt,
+            max_output_tokens=spec.max_output_tokens,
+        )
+        return self._compactor
+
+    def _settle_floor(self) -> None:
+        """The first call after a compaction measured what compaction left: if that is over the
+        threshold already, the next one waits for half a threshold of growth (not every turn)."""
+        self._check_floor = False
+        policy = self.spec.compaction
+        if policy is None or not policy.auto:
+            return
+        floor, trigger = self.stats.context_tokens, policy.trigger_tokens
+        self.compact_at = trigger if floor < trigger else floor + trigger // 2
 
     def _arm_wall_timer(self) -> asyncio.TimerHandle | None:
         limit = self.spec.budget.max_wall_ms

@@ -48,6 +48,9 @@ class RequestMetadata:
     agent_id: str
     agent_type: str
     prompt: str
+    compaction: int = 0
+    """For a summary request (``agent_type`` "compact"): the compacted agent's n-th compaction,
+    from 1; 0 for every other request. The scripted model binds each compaction on its own."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -10,6 +10,11 @@ entry whose ``agent_type`` equals the agent's type (absent = any) and whose ``ma
 turns in order. No matching entry, or one request too many, is a ``ModelError("invalid_request")``
 naming the agent, its type and its prompt.
 
+A summary request (metadata ``agent_type`` "compact", ``compaction`` = N, the compacted agent's
+id and prompt) binds on its own, per compaction: to the first ``"agent_type": "compact"`` entry
+whose ``match`` is found in that prompt, its turns served to that compaction's requests (its
+retries); the agent's own entry and counter are untouched.
+
 Serving a turn. A turn is consumed when its request arrives, before its ``delay_ms``: a call
 cancelled during the delay (a stopped task) does not replay the turn when the agent resumes. A turn
 with ``error: {type, times}`` first fails that many calls, then serves its content. ``capture``
@@ -433,7 +438,9 @@ class ScriptedModel:
         """The ``MessageDone`` that ``stream`` yields, without the async generator around it
         (``models.base.complete`` calls this directly)."""
         try:
-            state = self._agents.get(request.metadata.agent_id) or self._bind(request.metadata)
+            meta = request.metadata
+            key = meta.agent_id if not meta.compaction else _compaction_key(meta)
+            state = self._agents.get(key) or self._bind(meta, key)
             turn = await self._next_turn(state, request)
         except ModelError as error:
             if self._recording:
@@ -460,7 +467,7 @@ class ScriptedModel:
 
     # binding and turn selection
 
-    def _bind(self, meta: RequestMetadata) -> _AgentState:
+    def _bind(self, meta: RequestMetadata, key: str) -> _AgentState:
         for entry in self._entries:
             if entry.agent_type is not None and entry.agent_type != meta.agent_type:
                 continue
@@ -470,9 +477,9 @@ class ScriptedModel:
                 if found is None:
                     continue
                 groups = (found.group(0), *found.groups())
-            return self._new_state(meta, entry, groups)
+            return self._new_state(meta, key, entry, groups)
         if self._function is not None:
-            return self._new_state(meta, None, ())
+            return self._new_state(meta, key, None, ())
         state = _AgentState(
             agent_id=meta.agent_id, agent_type=meta.agent_type, prompt=meta.prompt, entry=None
         )
@@ -483,7 +490,11 @@ class ScriptedModel:
         )
 
     def _new_state(
-        self, meta: RequestMetadata, entry: _Entry | None, groups: tuple[str | None, ...]
+        self,
+        meta: RequestMetadata,
+        key: str,
+        entry: _Entry | None,
+        groups: tuple[str | None, ...],
     ) -> _AgentState:
         state = _AgentState(
             agent_id=meta.agent_id,
@@ -492,7 +503,7 @@ class ScriptedModel:
             entry=entry,
             match_groups=groups,
         )
-        self._agents[meta.agent_id] = state
+        self._agents[key] = state
         return state
 
     async def _next_turn(self, state: _AgentState, request: ModelRequest) -> _Turn:
@@ -611,6 +622,8 @@ class ScriptedModel:
             "messages": request.messages,
             "thinking": request.thinking,
         }
+        if meta.compaction:
+            entry["compaction"] = meta.compaction
         if error is not None:
             entry["error"] = error
         if self.record_path is not None:
@@ -640,6 +653,12 @@ class ScriptedModel:
         ]
         if unserved:
             raise AssertionError("scripted model: unserved turns: " + "; ".join(unserved))
+
+
+def _compaction_key(meta: RequestMetadata) -> str:
+    """Each compaction of an agent binds on its own (its retries share it), never to the
+    agent's own entry and state (SPEC §20)."""
+    return f"{meta.agent_id}\x00compaction {meta.compaction}"
 
 
 def _capture(turn: _Turn, ctx: RenderContext, captures: dict[str, str]) -> None:

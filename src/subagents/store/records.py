@@ -83,6 +83,13 @@ class ConfigSnapshot:
     """Where the agent definition came from (built-in, user, project, cli)."""
     definition_path: str | None = None
     thinking: dict[str, Any] | None = None
+    memory: str | None = None
+    """The agent's memory scope (user, project, local), so a resume keeps its folder."""
+    memory_only_tools: tuple[str, ...] = ()
+    """Tools the agent holds only for its memory folder (they work only there)."""
+    max_tokens: int | None = None
+    max_wall_ms: int | None = None
+    max_cost_usd: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +102,11 @@ class ConfigSnapshot:
             "definitionSource": self.definition_source,
             "definitionPath": self.definition_path,
             "thinking": self.thinking,
+            "memory": self.memory,
+            "memoryOnlyTools": list(self.memory_only_tools),
+            "maxTokens": self.max_tokens,
+            "maxWallTimeMs": self.max_wall_ms,
+            "maxBudgetUsd": self.max_cost_usd,
         }
 
     @classmethod
@@ -110,6 +122,11 @@ class ConfigSnapshot:
             definition_source=r.str_("definitionSource", ""),
             definition_path=r.opt_str("definitionPath"),
             thinking=r.get("thinking", optional(is_obj), "an object or null", None),
+            memory=r.opt_str("memory"),
+            memory_only_tools=tuple(r.get("memoryOnlyTools", is_str_list, "a list of strings", [])),
+            max_tokens=r.opt_int("maxTokens"),
+            max_wall_ms=r.opt_int("maxWallTimeMs"),
+            max_cost_usd=r.opt_float("maxBudgetUsd"),
         )
 
 

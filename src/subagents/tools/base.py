@@ -121,6 +121,15 @@ class StopVerdict:
     reason: str = ""
 
 
+@dataclass(kw_only=True, slots=True)
+class CompactVerdict:
+    """What PreCompact hooks said: skip this compaction, or add to the summary instructions."""
+
+    block: bool = False
+    reason: str = ""
+    instructions: str = ""
+
+
 class LoopHooks(Protocol):
     """The hook points the loop calls; ``subagents.hooks`` implements them from settings.
 
@@ -146,6 +155,16 @@ class LoopHooks(Protocol):
         ...
 
     async def stop(self, final_text: str, ctx: ToolContext) -> StopVerdict: ...
+
+    async def pre_compact(
+        self, trigger: str, instructions: str, ctx: ToolContext
+    ) -> CompactVerdict:
+        """Before a compaction (``trigger``: auto|manual) of the agent ``ctx`` belongs to."""
+        ...
+
+    async def post_compact(self, trigger: str, summary: str, ctx: ToolContext) -> None:
+        """After it, with the summary (empty when the oldest turns were dropped instead)."""
+        ...
 
 
 class TaskService(Protocol):
