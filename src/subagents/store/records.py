@@ -102,12 +102,20 @@ class ConfigSnapshot:
             "definitionSource": self.definition_source,
             "definitionPath": self.definition_path,
             "thinking": self.thinking,
+            **self._later_fields(),
+        }
+
+    def _later_fields(self) -> dict[str, Any]:
+        """Fields added after schema version 2 was fixed (memory, budgets): optional, written
+        only when set, so a record without them reads and writes back the same."""
+        later: dict[str, Any] = {
             "memory": self.memory,
-            "memoryOnlyTools": list(self.memory_only_tools),
+            "memoryOnlyTools": list(self.memory_only_tools) or None,
             "maxTokens": self.max_tokens,
             "maxWallTimeMs": self.max_wall_ms,
             "maxBudgetUsd": self.max_cost_usd,
         }
+        return {key: value for key, value in later.items() if value is not None}
 
     @classmethod
     def read(cls, r: Reader) -> ConfigSnapshot:
@@ -123,7 +131,9 @@ class ConfigSnapshot:
             definition_path=r.opt_str("definitionPath"),
             thinking=r.get("thinking", optional(is_obj), "an object or null", None),
             memory=r.opt_str("memory"),
-            memory_only_tools=tuple(r.get("memoryOnlyTools", is_str_list, "a list of strings", [])),
+            memory_only_tools=tuple(
+                r.get("memoryOnlyTools", is_str_list, "a list of strings", None) or ()
+            ),
             max_tokens=r.opt_int("maxTokens"),
             max_wall_ms=r.opt_int("maxWallTimeMs"),
             max_cost_usd=r.opt_float("maxBudgetUsd"),
