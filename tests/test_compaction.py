@@ -65,6 +65,7 @@ def test_a_session_over_the_threshold_compacts_and_completes(tmp_path: Path) -> 
     assert SUMMARY in text_of(after)
     assert request_tokens(after) < THRESHOLD < request_tokens(summary_request)
     assert len(after["messages"]) == 1
+    assert "Agent types you can launch" in text_of(after)  # the catalog is restated
     (compaction,) = [e for e in events if e["type"] == "compaction"]
     assert compaction["method"] == "summary" and compaction["trigger"] == "auto"
     assert compaction["tokens_before"] >= THRESHOLD > compaction["tokens_after"]

@@ -494,6 +494,7 @@ class Session:
             transcript=self._transcript_path(),
             logged_messages=logged,
             reminders=reminders.next_blocks if reminders else None,
+            restate=reminders.restated_blocks if reminders else None,
             compaction=self.runtime.compaction_policy(self.model),
         )
         started = time.monotonic()

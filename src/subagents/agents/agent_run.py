@@ -144,6 +144,8 @@ class AgentJob:
     worktree: Worktree | None = None
     """The child's isolated worktree; settled at the end."""
     reminders: Callable[[], list[ContentBlock]] | None = None
+    restate: Callable[[], list[ContentBlock]] | None = None
+    """Standing context a compacted history starts with again (``TurnReminders``)."""
     """Blocks for each user message the loop builds: catalog changes, critical reminder."""
     logged_messages: int = 0
     """Leading ``messages`` already in the transcript (a resumed session's history), so they
@@ -206,6 +208,7 @@ async def run_agent(job: AgentJob) -> LoopOutcome:
         stats=run.stats,
         tool_concurrency=job.tool_concurrency,
         reminders=job.reminders,
+        restate=job.restate,
         compaction=job.compaction,
         task_text=job.task_text or run.prompt,
     )

@@ -87,6 +87,7 @@ def assemble(
         tool_concurrency=runtime.config.tool_concurrency,
         worktree=workspace.worktree,
         reminders=spec.reminders,
+        restate=spec.restate,
         compaction=runtime.compaction_policy(spec.model),
         task_text=spec.task_text,
         memory_only=spec.memory_only,

@@ -83,6 +83,7 @@ def definition_spec(
         tools=tools,
         messages=[first],
         reminders=reminders.next_blocks if reminders else None,
+        restate=reminders.restated_blocks if reminders else None,
         max_turns=definition.max_turns,
         definition=definition,
         permission_mode=definition.permission_mode or parent.permission_mode,

@@ -55,6 +55,16 @@ class TurnReminders:
             blocks.append(text_block(system_reminder(self.critical)))
         return blocks
 
+    def restated_blocks(self) -> list[ContentBlock]:
+        """Standing context again in full, for a history compaction replaced: the catalog (its
+        first sending is gone with the summarised part) and the critical reminder."""
+        blocks: list[ContentBlock] = []
+        if self.catalog is not None:
+            blocks.append(text_block(self.catalog.initial()))
+        if self.critical:
+            blocks.append(text_block(system_reminder(self.critical)))
+        return blocks
+
     def next_blocks(self) -> list[ContentBlock]:
         """Blocks to append to the next user message the loop builds."""
         blocks: list[ContentBlock] = []

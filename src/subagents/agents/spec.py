@@ -100,6 +100,9 @@ class ChildSpec:
     reminders: Callable[[], list[ContentBlock]] | None = None
     """Blocks for every later user message: catalog changes, critical reminder
     (``agents.reminders``)."""
+    restate: Callable[[], list[ContentBlock]] | None = None
+    """Blocks a compacted history starts with again (the full catalog, the critical
+    reminder)."""
     task_text: str = ""
     """The task kept verbatim through compaction; "" = the prompt (a fork: its directive)."""
     memory: AgentMemory | None = None

@@ -17,7 +17,7 @@ copies the compacted one. Messages are never mutated (a running fork shares the 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -127,6 +127,8 @@ class Compactor:
     thinking: dict[str, Any] | None = None
     task_text: str = ""
     """The agent's task, kept verbatim through every compaction."""
+    restate: Callable[[], list[ContentBlock]] | None = None
+    """Standing context the new history repeats (the agent catalog, a critical reminder)."""
     prompt: str = ""
     """The agent's task prompt (the summary request's metadata)."""
     max_output_tokens: int = 8192
@@ -257,6 +259,7 @@ class Compactor:
             summary,
             task_text=self.task_text,
             files=files,
+            standing=self.restate() if self.restate is not None else [],
             latest=self._latest_input(),
             continue_work=continue_work,
         )
@@ -284,6 +287,7 @@ class Compactor:
         kept = keep_newest(self.messages, budget)
         dropped = len(self.messages) - len(kept)
         marker = compaction_text.truncation_marker(dropped, reason, self.task_text)
+        marker += self.restate() if self.restate is not None else []
         if not kept:
             return [user_message(marker)]
         first = kept[0]

@@ -62,6 +62,7 @@ def continuation_blocks(
     *,
     task_text: str,
     files: Sequence[tuple[str, str]],
+    standing: Sequence[ContentBlock] = (),
     latest: Sequence[ContentBlock],
     continue_work: bool,
 ) -> list[ContentBlock]:
@@ -74,6 +75,7 @@ def continuation_blocks(
         blocks.append(text_block(task_text))
     blocks.append(text_block(f"Summary of the conversation so far:\n\n{summary}"))
     blocks += file_blocks(files)
+    blocks += standing
     if latest:
         blocks.append(text_block(_LATEST))
         blocks += latest

@@ -98,6 +98,8 @@ class LoopSpec:
     """Exact schema array to send (a fork reuses its parent's bytes); default: from ``tools``."""
     reminders: Callable[[], list[ContentBlock]] | None = None
     """Blocks appended to every user message the loop builds (``agents.reminders``)."""
+    restate: Callable[[], list[ContentBlock]] | None = None
+    """Standing context a compacted history starts with again (the agent catalog)."""
     compaction: CompactionPolicy | None = None
     """When to compact the history (None: never automatically)."""
     task_text: str = ""
@@ -381,6 +383,7 @@ class _Loop:
             log=spec.log,
             thinking=spec.thinking,
             task_text=spec.task_text,
+            restate=spec.restate,
             prompt=spec.prompt,
             max_output_tokens=spec.max_output_tokens,
         )
