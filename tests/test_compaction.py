@@ -265,3 +265,30 @@ def test_old_large_results_are_cleared_instead_of_summarised(tmp_path: Path) -> 
     assert any(r["type"] == "tool_results_cleared" for r in read_records(path))
     assert "old 0399" in path.read_text()
     assert "old 0399" not in json.dumps(read_messages(path))
+
+
+def test_a_notification_summarised_away_is_not_delivered_again_on_resume(tmp_path: Path) -> None:
+    big = big_file(tmp_path)
+    main = {
+        "agent_type": "main",
+        "turns": [
+            {"tool_calls": [agent_call("token B", "Explore", run_in_background=True)]},
+            {"text": "waiting"},
+            {"tool_calls": [tool_call("Read", file_path=str(big))]},
+            {"text": "first"},
+        ],
+    }
+    child = {"agent_type": "Explore", "turns": [{"text": "child report"}]}
+    first = run_script(write_script(tmp_path, [main, child, compact_entry()]), tmp_path, env=ENV)
+    assert first.code == 0, first.stderr
+    assert "compact" in [r["agent_type"] for r in recorded(tmp_path)]
+    again = write_script(
+        tmp_path, [{"agent_type": "main", "turns": [{"text": "second"}]}], name="again.json"
+    )
+    session_id = first.json()["session_id"]
+    second = run_script(
+        again, tmp_path, "--resume", session_id, output_format="stream-json", env=ENV
+    )
+    assert second.code == 0, second.stderr
+    assert not [e for e in second.events() if e["type"] == "task_notification"]
+    assert "<task-id>" not in text_of(recorded(tmp_path)[-1])

@@ -396,13 +396,17 @@ class Session:
         path = self.state.session_transcript(self.options.resume)
         if not path.exists():
             raise ValueError(f"--resume {self.options.resume}: no such session in {self.cwd}")
-        history = recovery.load_session_history(path)
+        loaded = recovery.load_session(path)
+        history = loaded.messages
         records = self.store.list_agents(self.cwd, session_id=self.session_id)
         repair = recovery.repair_unanswered(
             history, records, session_id=self.session_id, project_path=str(self.cwd)
         )
         max_result = self.config.task_max_output
-        for item in recovery.pending_notifications(history, records, max_result=max_result):
+        owed = recovery.pending_notifications(
+            history, records, max_result=max_result, earlier=loaded.earlier
+        )
+        for item in owed:
             self.inbox.put(item)
         resumed = recovery.resumed_user_message(repair, prompt)
         if reminders is not None:
