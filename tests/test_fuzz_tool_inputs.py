@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from subagents.config import RuntimeConfig
 from subagents.models.base import ModelRequest
 from subagents.session import Session, SessionOptions
 from subagents.testing import ScriptedModel
@@ -251,6 +252,9 @@ async def test_hostile_tool_inputs_never_crash_hang_or_escape(tmp_path: Path, se
             home=tmp_path / "home",
             permission_mode="acceptEdits",
             background_wait_ms=20_000,
+            # The checks below read every result in the live history; a compaction (tested on
+            # its own) would clear or summarise the large ones away before they are read.
+            config=RuntimeConfig(autocompact=False),
         )
     )
     # The denial breaker would end the fuzzing after 20 denials (it has tests of its own).
