@@ -227,7 +227,7 @@ def telemetry_for(mode: str) -> Any:
         return None
     import subprocess
 
-    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader, PeriodicExportingMetricReader
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -238,7 +238,9 @@ def telemetry_for(mode: str) -> Any:
     tracer_provider = TracerProvider()
     if mode == "memory":
         tracer_provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
-        meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        meter_provider = MeterProvider(
+            metric_readers=[InMemoryMetricReader()], exemplar_filter=AlwaysOffExemplarFilter()
+        )
         return Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -251,7 +253,9 @@ def telemetry_for(mode: str) -> Any:
     spans = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
     tracer_provider.add_span_processor(BatchSpanProcessor(spans))
     reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"))
-    meter_provider = MeterProvider(metric_readers=[reader])
+    meter_provider = MeterProvider(
+        metric_readers=[reader], exemplar_filter=AlwaysOffExemplarFilter()
+    )
     return Telemetry(
         tracer_provider=tracer_provider, meter_provider=meter_provider, flush_at_session_end=True
     )

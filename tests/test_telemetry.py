@@ -317,10 +317,24 @@ async def test_permission_decisions_name_the_rule(tmp_path: Path) -> None:
     assert attributes["decided_by"] == "rule" and attributes["rule"] == rule
     assert str(attributes["rule_source"]).endswith("settings.json")
     assert "message" not in attributes  # it quotes the call: only with tool details
-    allowed = [
+    by_mode = [
         e
         for s in rec.named("execute_tool Agent")
         for e in s.events
         if e.name == "subagents.permission.decision"
     ]
-    assert allowed and all(e.attributes["behavior"] == "allow" for e in allowed)
+    assert by_mode == [], "an allow by the mode alone is not recorded"
+
+
+async def test_an_allow_by_rule_is_recorded_with_its_rule(tmp_path: Path) -> None:
+    rule = "Read(./notes.txt)"
+    # With a deny rule in force, rules are matched even for a read-only call.
+    permissions = {"allow": [rule], "deny": ["Bash(rm:*)"]}
+    rec, _ = await _run(tmp_path, settings={"permissions": permissions})
+
+    (read,) = rec.named("execute_tool Read")
+    assert "error.type" not in read.attributes
+    (decision,) = [e for e in read.events if e.name == "subagents.permission.decision"]
+    attributes = dict(decision.attributes or {})
+    assert attributes["behavior"] == "allow" and attributes["decided_by"] == "rule"
+    assert attributes["rule"] == rule

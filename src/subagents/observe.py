@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from subagents.events import AgentRef, Event
 from subagents.messages import Usage
@@ -102,9 +102,15 @@ class RunObserver(Protocol):
 def provider_name(model: Model) -> str:
     """Who serves ``model`` (``gen_ai.provider.name``): the provider of an SDK-backed model
     (``anthropic``, ``openai``), else the prefix of its spec (``scripted``, ``local``)."""
-    if isinstance(model, ModelFamily):
-        return model.provider
+    family = _FAMILY.get(type(model))
+    if family is None:  # a runtime protocol check reads every attribute: once per class
+        family = _FAMILY[type(model)] = isinstance(model, ModelFamily)
+    if family:
+        return cast(ModelFamily, model).provider
     return model.name.partition(":")[0] or "_OTHER"
+
+
+_FAMILY: dict[type, bool] = {}
 
 
 _trace_env: Callable[[], dict[str, str]] | None = None

@@ -195,8 +195,10 @@ def _observe(
     ctx: ToolContext, tool: Tool[Any], decision: Decision, by: str, rule: PermissionRule | None
 ) -> None:
     """Tell telemetry who decided (``decided_by``: rule, mode, hook, ask, breaker) and by which
-    rule; the message quotes the call, so telemetry keeps it only when tool details are on."""
-    if ctx.observer is None:
+    rule; the message quotes the call, so telemetry keeps it only when tool details are on.
+    An allow by the mode alone (a read-only call, ``bypassPermissions``, ``acceptEdits``) is
+    the common case and says nothing a trace reader needs: it is not recorded."""
+    if ctx.observer is None or (by == "mode" and decision.behavior == "allow"):
         return
     attributes: dict[str, str] = {
         "tool": tool.name,

@@ -125,7 +125,11 @@ def _decide_tool(
         return _plan_denial(subject)
     if rule := first(context.ask):
         return _ask_by_rule(rule, subject)
-    if context.mode == "bypassPermissions" or first(context.allow) or read_only:
+    if context.mode == "bypassPermissions":
+        return Decision(behavior="allow", subject=subject)
+    if rule := first(context.allow):  # named, so telemetry can say which rule allowed it
+        return Decision(behavior="allow", subject=subject, rule=rule)
+    if read_only:
         return Decision(behavior="allow", subject=subject)
     if context.mode == "acceptEdits" and _edit_inside_roots(tool, args, ctx):
         return Decision(behavior="allow", subject=subject)

@@ -80,6 +80,7 @@ class Telemetry:
     child starts after the call that launched it has ended, and links to it."""
     _open: dict[int, Span] = field(default_factory=dict, init=False)
     _denied: set[int] = field(default_factory=set, init=False)
+    _providers: dict[str, str] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         provider = self.tracer_provider or trace.get_tracer_provider()
@@ -171,7 +172,7 @@ class Telemetry:
         agent = self._agents.get(request.metadata.agent_id)
         attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider_name(model),
+            "gen_ai.provider.name": self._provider(model),
             "gen_ai.request.model": model.name,
         }
         agent_type = request.metadata.agent_type
@@ -185,6 +186,12 @@ class Telemetry:
             attributes={**attributes, "gen_ai.agent.name": agent_type},
         )
         return _ModelObservation(self, span, self._attach(span), call_attributes, model.name)
+
+    def _provider(self, model: Model) -> str:
+        provider = self._providers.get(model.name)
+        if provider is None:  # a protocol check per call would cost more than the span
+            provider = self._providers[model.name] = provider_name(model)
+        return provider
 
     def tool_call_started(
         self, agent: AgentRef, name: str, tool_use_id: str, tool_input: Mapping[str, Any]
@@ -350,9 +357,8 @@ class _ModelObservation:
             if self.owner.log_prompts:
                 output = content.output_messages(done.message, done.stop_reason)
                 span.set_attribute("gen_ai.output.messages", output)
-            call = {**self.call, "gen_ai.response.model": response_model}
             agent_type = str(self.call["gen_ai.agent.name"])
-            instruments.model_call(usage, response_model, call, agent_type, seconds)
+            instruments.model_call(usage, response_model, self.call, agent_type, seconds)
         else:
             kind = _error_type(error)
             span.set_attribute("error.type", kind)
@@ -371,7 +377,7 @@ class _ToolObservation:
         name: str,
     ) -> None:
         self.owner, self.span, self.token = owner, span, token
-        self.labels = {"gen_ai.tool.name": name, "gen_ai.agent.name": agent_type}
+        self.name, self.agent_type = name, agent_type
         self.started = time.perf_counter()
 
     def end(self, *, content: str, is_error: bool, cancelled: bool = False) -> None:
@@ -386,9 +392,8 @@ class _ToolObservation:
             span.set_status(Status(StatusCode.ERROR, kind))
         if owner.tool_details and not cancelled:
             span.set_attribute("gen_ai.tool.call.result", _capped(content))
-        labels = {**self.labels, "outcome": outcome}
-        owner.instruments.tool_calls.add(1, labels)
-        owner.instruments.tool_duration.record(time.perf_counter() - self.started, labels)
+        seconds = time.perf_counter() - self.started
+        owner.instruments.tool_call(self.name, self.agent_type, outcome, seconds)
         owner._close(span, self.token)
 
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 
 from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     ConsoleMetricExporter,
     MetricExporter,
@@ -84,7 +84,14 @@ def _meter_provider(
         PeriodicExportingMetricReader(_metric_exporter(name, settings))
         for name in settings.metrics_exporters
     ]
-    provider = MeterProvider(resource=resource(env), metric_readers=readers)
+    # Exemplars (a trace id sampled into each metric point) are off unless asked for with
+    # OTEL_METRICS_EXEMPLAR_FILTER: they cost a context look-up per measurement.
+    chosen = (os.environ if env is None else env).get("OTEL_METRICS_EXEMPLAR_FILTER")
+    provider = MeterProvider(
+        resource=resource(env),
+        metric_readers=readers,
+        exemplar_filter=None if chosen else AlwaysOffExemplarFilter(),
+    )
     metrics.set_meter_provider(provider)
     return provider, True
 
