@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cli_helpers import agent_call
+from subagents.config import RuntimeConfig
 from subagents.models.scripted import ScriptedModel
 from subagents.session import Session, SessionOptions
 from subagents.telemetry import Telemetry
@@ -95,6 +96,8 @@ async def _run(
     log_prompts: bool = False,
     tool_details: bool = False,
     settings: dict[str, Any] | None = None,
+    script: dict[str, Any] = SCRIPT,
+    config: RuntimeConfig | None = None,
 ) -> tuple[Recorded, Any]:
     (tmp_path / "notes.txt").write_text("secret notes\n")
     exporter = InMemorySpanExporter()
@@ -111,7 +114,7 @@ async def _run(
     if settings is not None:
         settings_file = tmp_path / "settings.json"
         settings_file.write_text(json.dumps(settings))
-    model = ScriptedModel.from_dict(SCRIPT)
+    model = ScriptedModel.from_dict(script)
     session = Session(
         SessionOptions(
             model=model,
@@ -120,11 +123,12 @@ async def _run(
             observer=telemetry,
             load_settings=settings is not None,
             settings_file=settings_file,
+            config=config,
         )
     )
     result = await session.run("coordinate the work")
     assert result.subtype == "success", result.payload
-    assert len(model.requests) >= 8
+    assert len(model.requests) >= 3
     result.model_calls = len(model.requests)
     return Recorded(exporter.get_finished_spans(), reader), result
 
@@ -338,3 +342,53 @@ async def test_an_allow_by_rule_is_recorded_with_its_rule(tmp_path: Path) -> Non
     attributes = dict(decision.attributes or {})
     assert attributes["behavior"] == "allow" and attributes["decided_by"] == "rule"
     assert attributes["rule"] == rule
+
+
+async def test_a_compaction_summary_is_a_model_call_of_the_agent_it_compacts(
+    tmp_path: Path,
+) -> None:
+    big = tmp_path / "big.txt"
+    big.write_text("".join(f"line {i:04d} {'x' * 90}\n" for i in range(400)))  # ~10,000 tokens
+    script = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [
+                    _turn(tool_calls=[{"name": "Read", "input": {"file_path": str(big)}}]),
+                    _turn(text="final answer"),
+                ],
+            },
+            {"agent_type": "compact", "turns": [_turn(text="SUMMARY: big.txt was read")]},
+        ]
+    }
+    config = RuntimeConfig(autocompact_tokens=6000)
+    rec, result = await _run(tmp_path, script=script, config=config)
+
+    (main,) = rec.named("invoke_agent main")
+    chats = rec.named("chat ")
+    assert len(chats) == result.model_calls == 3
+    assert all(rec.parent(c) is main for c in chats)
+    (summary,) = [c for c in chats if c.attributes.get("subagents.call.purpose") == "compaction"]
+    assert summary.attributes["subagents.compaction.ordinal"] == 1
+    assert summary.attributes["gen_ai.agent.name"] == "main"  # the agent pays for its summary
+    assert summary.attributes["gen_ai.agent.id"] == result.session_id
+    assert summary.attributes["gen_ai.usage.output_tokens"] == 7
+    usage = result.payload["usage"]
+    assert (
+        sum(int(c.attributes["gen_ai.usage.output_tokens"]) for c in chats)
+        == (usage["output_tokens"])
+        == 3 * 7
+    )
+    (event,) = [e for e in main.events if e.name == "subagents.compaction"]
+    assert event.attributes is not None and event.attributes["method"] == "summary"
+    outputs = {
+        str(p.attributes["gen_ai.agent.name"]): p.value
+        for p in rec.metric_points("subagents.token.usage")
+        if p.attributes["type"] == "output"
+    }
+    assert outputs == {"main": 3 * 7}
+    durations = {
+        p.attributes.get("subagents.call.purpose"): p.count
+        for p in rec.metric_points("gen_ai.client.operation.duration")
+    }
+    assert durations == {None: 2, "compaction": 1}

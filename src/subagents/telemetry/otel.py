@@ -176,9 +176,16 @@ class Telemetry:
             "gen_ai.request.model": model.name,
         }
         agent_type = request.metadata.agent_type
+        compaction = request.metadata.compaction
+        if compaction:  # a summary call: the agent pays for it, so it is counted as that agent
+            attributes["subagents.call.purpose"] = "compaction"
+            if agent is not None:
+                agent_type = agent.agent_type
         call_attributes = {**attributes, "gen_ai.agent.name": agent_type}
         attributes["gen_ai.request.max_tokens"] = request.max_tokens
         attributes["gen_ai.agent.id"] = request.metadata.agent_id
+        if compaction:
+            attributes["subagents.compaction.ordinal"] = compaction
         span = self.tracer.start_span(
             f"chat {model.name}",
             _under(agent),
