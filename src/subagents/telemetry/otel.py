@@ -11,7 +11,6 @@ instrumentation nests under it and ``trace_env`` hands it to subprocesses.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import time
 from collections.abc import Mapping
@@ -33,7 +32,7 @@ from opentelemetry.trace import (
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from subagents.events import AgentRef, Event, NotificationEvent, SystemEvent
-from subagents.models.base import MessageDone, Model, ModelError, ModelRequest
+from subagents.models.base import MessageDone, Model, ModelRequest
 from subagents.observe import (
     AgentEnd,
     AgentStart,
@@ -42,6 +41,16 @@ from subagents.observe import (
     set_trace_env,
 )
 from subagents.telemetry import content
+from subagents.telemetry.attributes import (
+    agent_of,
+    end_attributes,
+    error_type,
+    package_version,
+    running_attributes,
+    selected,
+    terminated,
+    usage_attributes,
+)
 from subagents.telemetry.instruments import Instruments
 
 SCOPE = "subagents"
@@ -125,7 +134,7 @@ class Telemetry:
         span = self.tracer.start_span(
             f"invoke_agent {ref.agent_type}", parent_ctx, attributes=attributes, links=links
         )
-        span.add_event("subagents.agent.selected", _selected(start))
+        span.add_event("subagents.agent.selected", selected(start))
         state = _AgentState(
             span=span,
             agent_type=ref.agent_type,
@@ -134,7 +143,9 @@ class Telemetry:
         )
         self._agents[ref.agent_id] = state
         if start.depth > 0:
-            self.instruments.running.add(1, _running_attributes(state))
+            self.instruments.running.add(
+                1, running_attributes(state.agent_type, state.is_background)
+            )
         return _AgentObservation(self, ref, state, start, self._attach(span))
 
     def _agent_parent(self, start: AgentStart) -> tuple[otel_context.Context, list[Link]]:
@@ -247,7 +258,7 @@ class Telemetry:
             self._event(owner, "task_notification", data)
         else:  # e.g. compaction: named by its own type
             data = event.to_dict()
-            self._event(_agent_of(data), str(data.get("type", kind)), data)
+            self._event(agent_of(data), str(data.get("type", kind)), data)
 
     def _event(self, agent: AgentRef, name: str, data: Mapping[str, Any]) -> None:
         span = self._target(agent)
@@ -319,10 +330,10 @@ class _AgentObservation:
     def end(self, end: AgentEnd | None) -> None:
         span, state, start = self.state.span, self.state, self.start
         if end is not None:
-            span.set_attributes(_end_attributes(end))
+            span.set_attributes(end_attributes(end))
             if end.is_background and not start.is_background:
                 span.add_event("subagents.agent.moved_to_background")
-            span.add_event("subagents.agent.terminated", _terminated(start, end))
+            span.add_event("subagents.agent.terminated", terminated(start, end))
             if end.status != "completed":
                 span.set_attribute("error.type", end.reason or end.status)
                 span.set_status(Status(StatusCode.ERROR, end.error or end.reason))
@@ -331,7 +342,9 @@ class _AgentObservation:
             reason = {"gen_ai.agent.name": self.ref.agent_type, "reason": end.reason}
             self.owner.instruments.agent_runs.add(1, reason)
         if start.depth > 0:
-            self.owner.instruments.running.add(-1, _running_attributes(state))
+            self.owner.instruments.running.add(
+                -1, running_attributes(state.agent_type, state.is_background)
+            )
         state.open = False
         self.owner._close(span, self.token)
 
@@ -358,7 +371,7 @@ class _ModelObservation:
                 {
                     "gen_ai.response.model": response_model,
                     "gen_ai.response.finish_reasons": [done.stop_reason],
-                    **_usage_attributes(usage),
+                    **usage_attributes(usage),
                 }
             )
             if self.owner.log_prompts:
@@ -367,7 +380,7 @@ class _ModelObservation:
             agent_type = str(self.call["gen_ai.agent.name"])
             instruments.model_call(usage, response_model, self.call, agent_type, seconds)
         else:
-            kind = _error_type(error)
+            kind = error_type(error)
             span.set_attribute("error.type", kind)
             span.set_status(Status(StatusCode.ERROR, str(error) if error else kind))
             instruments.failed_call({**self.call, "error.type": kind}, seconds)
@@ -439,76 +452,3 @@ def _detach(token: object) -> None:
         otel_context.detach(token)  # type: ignore[arg-type]  # the token attach returned
     except Exception:  # a detach from another context must not fail a run
         pass
-
-
-def _usage_attributes(usage: Any) -> dict[str, AttributeValue]:
-    cache_read, cache_write = usage.cache_read_input_tokens, usage.cache_creation_input_tokens
-    return {
-        # The convention counts cached input in input_tokens; the split is beside it.
-        "gen_ai.usage.input_tokens": usage.input_tokens + cache_read + cache_write,
-        "gen_ai.usage.output_tokens": usage.output_tokens,
-        "gen_ai.usage.cache_read.input_tokens": cache_read,
-        "gen_ai.usage.cache_creation.input_tokens": cache_write,
-    }
-
-
-def _end_attributes(end: AgentEnd) -> dict[str, AttributeValue]:
-    return {
-        "subagents.agent.status": end.status,
-        "subagents.agent.reason": end.reason,
-        "subagents.agent.num_turns": end.num_turns,
-        "subagents.agent.tool_use_count": end.tool_use_count,
-        **_usage_attributes(end.usage),
-    }
-
-
-def _selected(start: AgentStart) -> dict[str, AttributeValue]:
-    """SPEC §15 "agent selected"."""
-    return {
-        "agent_type": start.agent.agent_type,
-        "model": start.model,
-        "source": start.source,
-        "is_fork": start.is_fork,
-        "is_async": start.is_background,
-    }
-
-
-def _terminated(start: AgentStart, end: AgentEnd) -> dict[str, AttributeValue]:
-    """SPEC §15 "agent terminated"."""
-    return {
-        "agent_type": start.agent.agent_type,
-        "model": start.model,
-        "duration_ms": end.duration_ms,
-        "is_async": end.is_background,
-        "reason": end.reason,
-    }
-
-
-def _running_attributes(state: _AgentState) -> dict[str, AttributeValue]:
-    return {
-        "gen_ai.agent.name": state.agent_type,
-        "subagents.agent.is_background": state.is_background,
-    }
-
-
-def _error_type(error: BaseException | None) -> str:
-    if isinstance(error, ModelError):
-        return error.kind
-    if error is None:
-        return "_OTHER"
-    return "cancelled" if type(error).__name__ == "CancelledError" else type(error).__name__
-
-
-def package_version() -> str:
-    try:
-        return importlib.metadata.version("subagents")
-    except importlib.metadata.PackageNotFoundError:
-        return "0"
-
-
-def _agent_of(data: Mapping[str, Any]) -> AgentRef:
-    return AgentRef(
-        agent_id=str(data.get("agent_id", "")),
-        agent_type=str(data.get("agent_type", "")),
-        parent_agent_id=data.get("parent_agent_id"),
-    )

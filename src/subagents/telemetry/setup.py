@@ -26,7 +26,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
-from subagents.telemetry.otel import Telemetry, package_version
+from subagents.telemetry.attributes import package_version
+from subagents.telemetry.otel import Telemetry
 from subagents.telemetry.settings import TelemetrySettings
 
 _process_telemetry: Telemetry | None = None
