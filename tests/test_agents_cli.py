@@ -13,7 +13,7 @@ from subagents.cli.agents_cmd import register
 GOOD = (
     "---\nname: reviewer\ndescription: Reviews code\ntools: Read, Grep\nmodel: opus\n---\nReview.\n"
 )
-BROKEN = "---\nname: broken\ndescription: d\nisolation: docker\n---\nx\n"
+BROKEN = "---\nname: broken\n---\nx\n"  # no description: Claude Code refuses it too
 UNKNOWN_FIELD = "---\nname: odd\ndescription: d\nflavour: mint\n---\nx\n"
 
 
@@ -81,7 +81,7 @@ def test_list_errors_go_to_stderr_and_list_still_prints(
     captured = capsys.readouterr()
     names = [entry["name"] for entry in json.loads(captured.out)]
     assert "reviewer" in names and "broken" not in names
-    assert f"{broken}: isolation:" in captured.err
+    assert f"{broken}: description:" in captured.err
 
 
 def test_list_text_is_an_aligned_table(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -141,7 +141,7 @@ def test_validate_default_sources(project: Path, capsys: pytest.CaptureFixture[s
     assert run("agents", "validate") == 1
     out = capsys.readouterr().out
     assert out.splitlines() == [
-        f"{broken}: isolation: Input should be 'worktree' (line 4)",
+        f"{broken}: description: required field is missing",
     ]
 
 
@@ -150,7 +150,7 @@ def test_validate_one_file(project: Path, capsys: pytest.CaptureFixture[str]) ->
     bad = add(project / "defs", "bad.md", BROKEN)
     assert run("agents", "validate", str(good)) == 0
     assert run("agents", "validate", str(bad)) == 1
-    assert capsys.readouterr().out.startswith(f"{bad}: isolation: ")
+    assert capsys.readouterr().out.startswith(f"{bad}: description: ")
 
 
 def test_validate_folder_reports_warnings_and_errors(
@@ -163,9 +163,12 @@ def test_validate_folder_reports_warnings_and_errors(
     err = capsys.readouterr().err
     assert f"warning: {odd}: flavour: unknown field" in err
     reserved = add(folder, "v.md", "---\nname: verification\ndescription: d\n---\nx\n")
-    bad = add(folder, "z.md", "just text\n")
+    bad = add(folder, "z.md", "---\nname: z\ndescription: never closed\n")
+    notes = add(folder, "notes.md", "# Reference notes, not an agent\n")
     assert run("agents", "validate", str(folder)) == 1
-    lines = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    assert f"warning: {notes}: skipped, not an agent definition" in captured.err
+    lines = captured.out.splitlines()
     assert len(lines) == 2
     assert lines[0].startswith(f"{reserved}: name: 'verification' is reserved")
     assert lines[1].startswith(f"{bad}: frontmatter: ")

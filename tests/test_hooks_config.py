@@ -100,18 +100,32 @@ def test_missing_command_names_file_and_path() -> None:
     raw = {"PreToolUse": [{"matcher": "Bash", "hooks": [cmd("ok.sh"), {"type": "command"}]}]}
     with pytest.raises(HookConfigError) as info:
         parse_hooks(raw, SRC)
-    assert str(info.value) == f"{SRC}: hooks.PreToolUse[0].hooks[1].command: field required"
+    assert str(info.value) == (
+        f"{SRC}: hooks.PreToolUse[0].hooks[1].command: field required: the command line to run"
+    )
 
 
-def test_pydantic_errors_are_reported_with_the_json_path() -> None:
+def test_malformed_hooks_of_events_we_run_name_the_json_path() -> None:
     with pytest.raises(HookConfigError, match=rf"^{SRC}: hooks\.Stop\[1\]\.hooks: "):
         parse_hooks({"Stop": [{"hooks": [cmd("a")]}, {"matcher": "x"}]}, SRC)
-    with pytest.raises(HookConfigError, match=r"hooks\.Stop: .*valid list"):
+    with pytest.raises(HookConfigError, match=r"hooks\.Stop: expected a list"):
         parse_hooks({"Stop": {"hooks": []}}, SRC)
-    with pytest.raises(HookConfigError, match=r"hooks\.Stop\[0\]\.hooks\[0\]\.timeout: "):
-        parse_hooks({"Stop": [{"hooks": [cmd("a", timeout=0)]}]}, SRC)
     with pytest.raises(HookConfigError, match=r"hooks\.Stop\[0\]\.hooks\[0\]\.command: "):
         parse_hooks({"Stop": [{"hooks": [{"type": "command", "command": 3}]}]}, SRC)
+    with pytest.raises(HookConfigError, match=r"hooks\.Stop\[0\]\.hooks\[0\]\.type: "):
+        parse_hooks({"Stop": [{"hooks": [{"command": "x"}]}]}, SRC)
+    with pytest.raises(HookConfigError, match=r"hooks\.Stop\[0\]\.matcher: must be text"):
+        parse_hooks({"Stop": [{"matcher": {"tool": "Bash"}, "hooks": [cmd("x")]}]}, SRC)
+
+
+def test_a_bad_timeout_is_a_warning_and_the_default_applies() -> None:
+    config = parse_hooks({"Stop": [{"hooks": [cmd("a", timeout=0), cmd("b", timeout="30")]}]}, SRC)
+    a, b = config.commands_for("Stop", None)
+    assert (a.timeout, b.timeout) == (DEFAULT_TIMEOUT_S, 30.0)
+    assert config.warnings == (
+        f"{SRC}: hooks.Stop[0].hooks[0].timeout: 0 is not a positive number of seconds; "
+        "the default 600 s is used",
+    )
 
 
 def test_bad_regex_matcher_names_the_path() -> None:
@@ -122,25 +136,46 @@ def test_bad_regex_matcher_names_the_path() -> None:
     assert "'Write('" in message
 
 
-def test_unknown_hook_type_is_an_error_but_known_other_types_are_skipped() -> None:
-    with pytest.raises(HookConfigError, match=r"hooks\.Stop\[0\]\.hooks\[0\]\.type: .*'shell'"):
-        parse_hooks({"Stop": [{"hooks": [{"type": "shell", "command": "x"}]}]}, SRC)
+def test_other_hook_types_are_skipped_with_a_warning() -> None:
     config = parse_hooks(
-        {"Stop": [{"hooks": [{"type": "prompt", "prompt": "ok?"}, cmd("s")]}]}, SRC
+        {
+            "Stop": [
+                {
+                    "hooks": [
+                        {"type": "prompt", "prompt": "ok?"},
+                        {"type": "shell", "command": "x"},
+                        cmd("s"),
+                    ]
+                }
+            ]
+        },
+        SRC,
     )
     assert [c.command for c in config.commands_for("Stop", None)] == ["s"]
-    assert len(config.warnings) == 1
-    assert "hooks.Stop[0].hooks[0]" in config.warnings[0]
-    assert "'prompt'" in config.warnings[0]
+    assert config.warnings == (
+        f"{SRC}: hooks.Stop[0].hooks[0].type: hook type 'prompt' is not supported here; "
+        "this hook is ignored",
+        f"{SRC}: hooks.Stop[0].hooks[1].type: hook type 'shell' is unknown; this hook is ignored",
+    )
 
 
-def test_unknown_event_is_a_warning_and_left_out() -> None:
+def test_events_we_do_not_fire_are_warnings_whatever_their_shape() -> None:
     config = parse_hooks(
-        {"UserPromptSubmit": [{"hooks": [cmd("u")]}], "Stop": [{"hooks": [cmd("s")]}]}, SRC
+        {
+            "UserPromptSubmit": [{"hooks": [cmd("u")]}],
+            "user-prompt-submit-hook": "x.sh",
+            "preToolUse": 3,
+            "Stop": [{"hooks": [cmd("s")]}],
+        },
+        SRC,
     )
     assert set(config.events) == {"Stop"}
     assert config.warnings == (
-        f"{SRC}: hooks.UserPromptSubmit: unknown or unsupported hook event, ignored",
+        f"{SRC}: hooks.UserPromptSubmit: a Claude Code hook event this runtime does not fire; "
+        "its hooks are ignored",
+        f"{SRC}: hooks.user-prompt-submit-hook: unknown hook event; its hooks are ignored",
+        f"{SRC}: hooks.preToolUse: unknown hook event (did you mean 'PreToolUse'?); "
+        "its hooks are ignored",
     )
 
 

@@ -152,17 +152,29 @@ def test_invalid_user_file_refuses_rather_than_dropping_denies(dirs: dict[str, P
         load(dirs)
 
 
-def test_wrong_field_type_names_the_field(dirs: dict[str, Path]) -> None:
+def test_a_deny_list_of_the_wrong_shape_refuses_to_start(dirs: dict[str, Path]) -> None:
+    # Dropping it would run without the user's deny rule: fatal, naming the field.
+    bad = write(dirs["project"] / ".claude/settings.local.json", {"permissions": {"deny": "Bash"}})
+    with pytest.raises(SettingsError, match=rf"^{bad}: permissions\.deny: must be a list"):
+        load(dirs)
+    write(bad, {"permissions": {"ask": ["Read", 3]}})
+    with pytest.raises(SettingsError, match=rf"^{bad}: permissions\.ask: must be a list"):
+        load(dirs)
+
+
+def test_allow_entries_of_the_wrong_shape_are_warned_and_dropped(dirs: dict[str, Path]) -> None:
+    # Dropping an allow only narrows the run: a warning naming the field, the rest loads.
     bad = write(
         dirs["project"] / ".claude/settings.local.json",
-        {"permissions": {"allow": ["Read", 3], "deny": "Bash"}},
+        {"permissions": {"allow": ["Read", 3], "additionalDirectories": "/tmp"}},
     )
-    with pytest.raises(SettingsError) as info:
-        load(dirs)
-    message = str(info.value)
-    assert message.startswith(f"{bad}: invalid settings: ")
-    assert "permissions.allow[1]" in message
-    assert "permissions.deny" in message
+    settings = load(dirs)
+    assert [rule.rule for rule in settings.allow] == ["Read"]
+    assert settings.additional_directories == []
+    assert settings.warnings == [
+        f"{bad}: permissions.allow: entries that are not strings were ignored",
+        f"{bad}: permissions.additionalDirectories: must be a list of strings; ignored",
+    ]
 
 
 def test_unknown_mode_is_an_error(dirs: dict[str, Path]) -> None:
@@ -191,11 +203,14 @@ def test_top_level_must_be_an_object(dirs: dict[str, Path]) -> None:
         load(dirs)
 
 
-def test_directory_in_place_of_file_is_an_error(dirs: dict[str, Path]) -> None:
+def test_directory_in_place_of_file_is_skipped_with_a_warning(dirs: dict[str, Path]) -> None:
     path = dirs["project"] / ".claude/settings.json"
     path.mkdir(parents=True)
-    with pytest.raises(SettingsError, match=rf"^{path}: settings path is a directory"):
-        load(dirs)
+    settings = load(dirs)
+    assert settings.sources == []
+    assert settings.warnings == [
+        f"{path}: is a directory, not a regular file; skipped, not read as a settings file"
+    ]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
@@ -203,7 +218,7 @@ def test_unreadable_file_is_an_error(dirs: dict[str, Path]) -> None:
     path = write(dirs["project"] / ".claude/settings.json", {})
     path.chmod(0)
     try:
-        with pytest.raises(SettingsError, match=rf"^{path}: cannot read settings file"):
+        with pytest.raises(SettingsError, match=rf"^{path}: cannot open"):
             load(dirs)
     finally:
         path.chmod(0o644)
@@ -250,7 +265,7 @@ def test_symlink_loop_is_an_error_not_a_missing_file(dirs: dict[str, Path]) -> N
     path = dirs["project"] / ".claude/settings.json"
     path.parent.mkdir()
     path.symlink_to(path)
-    with pytest.raises(SettingsError, match=rf"^{path}: cannot read settings file"):
+    with pytest.raises(SettingsError, match=rf"^{path}: cannot open: Too many levels"):
         load(dirs)
 
 

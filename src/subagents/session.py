@@ -49,7 +49,7 @@ from subagents.events import (
     SystemEvent,
     discard,
 )
-from subagents.hooks.config import parse_hooks
+from subagents.hooks.config import EMPTY_CONFIG
 from subagents.hooks.engine import HookEngine
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome
@@ -183,6 +183,11 @@ class Session:
         self.abort = AbortSignal()
         self._started = False
         self.emit: EventSink = discard
+        self.warnings: list[str] = []
+        """Every warning of the session (settings, hooks, definitions, permission rules), in
+        order; the CLI shows each in its output format and ``json`` lists them."""
+        self._shown_warnings = 0
+        self._warnings_live = False
         self.inbox = Inbox()
         self.runtime = AgentRuntime(
             session_id=self.session_id,
@@ -196,6 +201,8 @@ class Session:
             transcripts=options.transcripts,
         )
         self.settings = self._load_settings()
+        for warning in self.settings.warnings:
+            self.warn(warning)
         self.permissions = self._permissions(self.settings)
         self.runtime.permissions = self.permissions
         self.runtime.hooks = self._hooks(self.settings)
@@ -244,22 +251,21 @@ class Session:
 
     def _permissions(self, settings: Settings) -> PermissionChecker:
         mode = parse_mode(self.options.permission_mode) if self.options.permission_mode else None
-        context = context_from_settings(settings, cwd=self.cwd, mode=mode, on_warning=self._warn)
+        context = context_from_settings(settings, cwd=self.cwd, mode=mode, on_warning=self.warn)
         return PermissionChecker(context=context, ask_callback=self.options.ask_callback)
 
     def _hooks(self, settings: Settings) -> HookEngine | None:
-        if not settings.hooks:
-            return None
-        source = ", ".join(str(p) for p in settings.sources) or "settings"
-        config = parse_hooks(settings.hooks, source)
-        for warning in config.warnings:
-            self._warn(warning)
+        """The session's hook engine: settings hooks, plus a place for definitions' own
+        frontmatter hooks, which must run even when no settings file has a hook."""
+        definitions = self.runtime.definitions.definitions.values()
+        if settings.hook_config is None and not any(d.hooks for d in definitions):
+            return None  # no hook anywhere: the loop skips the hook calls altogether
         return HookEngine(
-            config,
+            settings.hook_config or EMPTY_CONFIG,
             session_id=self.session_id,
             transcript_path=self.state.session_transcript(self.session_id),
             project_dir=self.cwd,
-            on_warning=self._warn,
+            on_warning=self.warn,
         )
 
     def _telemetry(self) -> RunObserver | None:
@@ -270,12 +276,24 @@ class Session:
         try:
             return from_environment()
         except (ImportError, ValueError) as exc:  # a broken set-up must not cost the run
-            self._warn(f"telemetry is off: {exc}")
+            self.warn(f"telemetry is off: {exc}")
             return None
 
-    def _warn(self, message: str) -> None:
+    def warn(self, message: str) -> None:
+        """Record a warning for the user; once the run has started it is also emitted at once
+        as a ``system``/``warning`` event (earlier ones are emitted right after ``init``)."""
+        if message in self.warnings:
+            return  # the same warning (a hook failing on every call) is shown once
+        self.warnings.append(message)
+        if self._warnings_live:
+            self._emit_warnings()
+
+    def _emit_warnings(self) -> None:
         ref = AgentRef(agent_id=self.session_id, agent_type="main")
-        self.emit(SystemEvent(agent=ref, subtype="warning", data={"message": message}))
+        while self._shown_warnings < len(self.warnings):
+            message = self.warnings[self._shown_warnings]
+            self._shown_warnings += 1
+            self.emit(SystemEvent(agent=ref, subtype="warning", data={"message": message}))
 
     @property
     def agents(self) -> list[AgentRun]:
@@ -292,6 +310,10 @@ class Session:
         cli_errors = definitions.cli_errors()
         if cli_errors:
             raise ValueError("; ".join(str(e) for e in cli_errors))
+        for error in definitions.errors:
+            self.warn(f"agent definition skipped: {error}")
+        for warning in definitions.warnings:
+            self.warn(warning)
         return definitions
 
     # -- public -------------------------------------------------------------------------------
@@ -379,7 +401,7 @@ class Session:
         self.runtime.definitions = definitions
         for error in definitions.errors:
             if str(error) not in old:
-                self._warn(f"agent definition skipped: {error}")
+                self.warn(f"agent definition skipped: {error}")
 
     def _history(
         self, prompt: str, reminders: TurnReminders | None = None
@@ -448,6 +470,8 @@ class Session:
                 agent=ref,
             )
         )
+        self._warnings_live = True
+        self._emit_warnings()
         extra_dirs = [*self.options.additional_dirs, *self.settings.additional_directories]
         roots = (self.cwd, *(canonical_project(d) for d in extra_dirs))
         system = self._system_prompt()
@@ -582,6 +606,7 @@ class Session:
             "duration_ms": duration_ms,
             "usage": self.total_usage().to_dict(),
             "agents": [run.summary() for run in self.agents],
+            "warnings": list(self.warnings),
         }
         return SessionResult(payload=payload, agents=list(self.agents), outcome=outcome)
 

@@ -10,10 +10,24 @@ Files are read in Claude Code's order, lowest priority first, so a later file wi
 Permission rule lists (``allow``, ``deny``, ``ask``, ``additionalDirectories``) are concatenated
 across files, first occurrence kept, so a project can never *remove* a user's deny rule; only
 ``defaultMode`` and other scalar keys are overridden. Hook events concatenate their matcher
-groups. A file that is missing is simply absent; a file that exists but cannot be read or parsed
-stops the run with a ``SettingsError`` naming the file (and the line and column, for bad JSON):
-running without the user's deny rules because their file had a stray comma would be worse
-than not running at all.
+groups. A file that is missing is simply absent.
+
+What is fatal and what is a warning follows one rule: **a value whose loss could only make the
+run stricter is a warning; anything whose loss could make it looser stops the run** with a
+``SettingsError`` naming the file and the field (line and column, for bad JSON), because running
+without the user's deny rules because their file had a stray comma would be worse than not
+running at all.
+
+* ``SettingsError``: not valid JSON (or nested deeper than ``config_files.MAX_DEPTH``), not a
+  JSON object, over the size cap, not UTF-8, unreadable; ``permissions`` not an object;
+  ``deny``/``ask`` not a list of rule strings; a ``defaultMode`` that is not a mode; a malformed
+  hook of an event we fire (``hooks.config``); a ``--settings`` file that is missing or is not a
+  regular file.
+* warnings (``Settings.warnings``; the rest loads): a discovered settings path that is a FIFO,
+  device, socket or directory (skipped without reading: start-up cannot hang on it);
+  ``allow``/``additionalDirectories`` of the wrong shape (ignored: fewer allows);
+  ``defaultMode: "auto"`` (Claude Code's classifier mode: no classifier is built here, so it
+  behaves as ``default``); hook events, hook types and handler fields we do not run.
 """
 
 from __future__ import annotations
@@ -21,49 +35,47 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, ValidationError
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 from subagents import state
+from subagents.config_files import (
+    ConfigFileError,
+    ConfigSyntaxError,
+    SpecialFileError,
+    load_json,
+    read_config_text,
+)
+
+if TYPE_CHECKING:
+    from subagents.hooks.config import HookConfig
 
 PermissionModeName = Literal["default", "acceptEdits", "bypassPermissions", "dontAsk", "plan"]
 RuleBehavior = Literal["allow", "deny", "ask"]
 RULE_BEHAVIORS: tuple[RuleBehavior, ...] = ("allow", "deny", "ask")
+
+AUTO_MODE: Final = "auto"
+"""Claude Code's classifier-approved mode: accepted in settings, run as ``default``."""
 
 
 class SettingsError(ValueError):
     """A settings file that exists but cannot be used; the message names the file."""
 
 
-class PermissionsSection(BaseModel):
-    """The validated ``permissions`` object; unknown keys are kept for forward compatibility."""
+@dataclass(kw_only=True)
+class SettingsFile:
+    """The parts of one settings file this module understands, validated (see module doc)."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
-
-    allow: list[str] = []
-    deny: list[str] = []
-    ask: list[str] = []
-    additionalDirectories: list[str] = []  # Claude Code's camelCase keys, as written
-    defaultMode: PermissionModeName | None = None
-
-
-class HookGroup(BaseModel):
-    """A matcher group: ``{"matcher": ..., "hooks": [...]}``."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-
-    matcher: str | None = None
-    hooks: list[dict[str, Any]] = []
-
-
-class SettingsFile(BaseModel):
-    """The parts of one settings file this module must understand; everything else passes."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-
-    permissions: PermissionsSection = PermissionsSection()
-    hooks: dict[str, list[HookGroup]] = {}
+    allow: list[str] = field(default_factory=list)
+    deny: list[str] = field(default_factory=list)
+    ask: list[str] = field(default_factory=list)
+    additional_directories: list[str] = field(default_factory=list)
+    default_mode: PermissionModeName | None = None
+    permissions_extra: dict[str, Any] = field(default_factory=dict)
+    hooks: Any = None
+    """The raw ``hooks`` value; ``hooks.config.parse_hooks`` validates it."""
+    values: dict[str, Any] = field(default_factory=dict)
+    """Every other top-level key."""
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +97,18 @@ class Settings:
     """Resolved: ``~`` is ``home``, relative entries start at the directory the run starts in."""
     default_mode: PermissionModeName | None = None
     default_mode_source: Path | None = None
-    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    """Raw hook groups per event, concatenated in file order; ``subagents.hooks`` parses them."""
+    hooks: dict[str, list[Any]] = field(default_factory=dict)
+    """Raw hook groups of the events we fire, concatenated in file order."""
+    hook_config: HookConfig | None = None
+    """Every file's hooks, validated file by file and merged in file order (``None``: none)."""
     values: dict[str, Any] = field(default_factory=dict)
     """Every other top-level key (``env``, ``model``, ...): objects merge per key, later wins."""
     permissions_extra: dict[str, Any] = field(default_factory=dict)
     """Unknown keys of ``permissions`` (later wins), kept for features built later."""
     sources: list[Path] = field(default_factory=list)
     """The files that were found and merged, in merge order."""
+    warnings: list[str] = field(default_factory=list)
+    """What was ignored, each naming its file and field; the session shows every one."""
 
     def rules(self, behavior: RuleBehavior) -> list[SourcedRule]:
         """The rule list for ``behavior`` (``allow``, ``deny`` or ``ask``)."""
@@ -134,90 +150,161 @@ def load_settings(
 ) -> Settings:
     """Read and merge every settings file that applies; raise ``SettingsError`` on a bad one.
 
-    ``extra_file`` (``--settings``) must exist: the user named it, so its absence is an error.
-    ``trusted=False`` skips the project's files (an untrusted checkout must not grant itself
-    permissions); user files and ``extra_file`` still apply.
+    ``extra_file`` (``--settings``) must exist and be a regular file: the user named it, so its
+    absence is an error. ``trusted=False`` skips the project's files (an untrusted checkout must
+    not grant itself permissions); user files and ``extra_file`` still apply.
     """
     home = Path.home() if home is None else home
-    if extra_file is not None and not extra_file.exists():
-        raise SettingsError(f"{extra_file}: settings file given with --settings does not exist")
     settings = Settings()
     paths = settings_paths(
         cwd=cwd, home=home, subagents_home=subagents_home, extra_file=extra_file, trusted=trusted
     )
     for path in paths:
-        parsed = read_settings_file(path)
+        parsed = _read_one(path, named=path == extra_file, warnings=settings.warnings)
         if parsed is not None:
             _merge(settings, parsed, path, cwd=cwd, home=home)
     return settings
 
 
+def _read_one(path: Path, *, named: bool, warnings: list[str]) -> SettingsFile | None:
+    try:
+        parsed = read_settings_file(path)
+    except SpecialFileError as exc:
+        if named:
+            raise SettingsError(f"{exc}; --settings needs a settings file") from None
+        warnings.append(f"{exc}; skipped, not read as a settings file")
+        return None
+    if parsed is None and named:
+        raise SettingsError(f"{path}: settings file given with --settings does not exist")
+    return parsed
+
+
 def read_settings_file(path: Path) -> SettingsFile | None:
-    """One file, validated; ``None`` when it does not exist. Every other problem raises."""
-    text = _read_text(path)
+    """One file, validated; ``None`` when it does not exist. ``SpecialFileError`` for a FIFO,
+    device, socket or directory (never read); every other problem is a ``SettingsError``."""
+    try:
+        text = read_config_text(path)
+    except SpecialFileError:
+        raise
+    except ConfigFileError as exc:
+        raise SettingsError(f"{exc} (settings file)") from None
     if text is None:
         return None
     if not text.strip():
         return SettingsFile()  # an empty file holds no settings; nothing is lost by using none
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except json.JSONDecodeError as exc:
         raise SettingsError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except ConfigSyntaxError as exc:
+        raise SettingsError(f"{path}: invalid JSON: {exc}") from None
     if not isinstance(data, dict):
         kind = type(data).__name__
         raise SettingsError(f"{path}: settings must be a JSON object, not a JSON {kind}")
-    try:
-        return SettingsFile.model_validate(data)
-    except ValidationError as exc:
-        raise SettingsError(f"{path}: invalid settings: {_describe(exc)}") from None
+    return _validate(data, path)
 
 
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+def _validate(data: dict[str, Any], path: Path) -> SettingsFile:
+    parsed = SettingsFile(hooks=data.get("hooks"))
+    perms = data.get("permissions", {})
+    if not isinstance(perms, dict):
+        raise SettingsError(f"{path}: permissions: must be an object of rule lists")
+    parsed.deny = _rule_list(perms.get("deny"), path, "deny")
+    parsed.ask = _rule_list(perms.get("ask"), path, "ask")
+    parsed.allow = _loose_list(perms.get("allow"), path, "allow", parsed.warnings)
+    parsed.additional_directories = _loose_list(
+        perms.get("additionalDirectories"), path, "additionalDirectories", parsed.warnings
+    )
+    parsed.default_mode = _default_mode(perms.get("defaultMode"), path, parsed.warnings)
+    known = {*RULE_BEHAVIORS, "additionalDirectories", "defaultMode"}
+    parsed.permissions_extra = {k: v for k, v in perms.items() if k not in known}
+    parsed.values = {k: v for k, v in data.items() if k not in ("permissions", "hooks")}
+    return parsed
+
+
+def _rule_list(value: Any, path: Path, behavior: str) -> list[str]:
+    """``deny``/``ask``: dropping one of these would widen the run, so a bad shape is fatal."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(rule, str) for rule in value):
+        raise SettingsError(
+            f"{path}: permissions.{behavior}: must be a list of rule strings such as "
+            '"Bash(rm:*)"; refusing to run without them'
+        )
+    return value
+
+
+def _loose_list(value: Any, path: Path, key: str, warnings: list[str]) -> list[str]:
+    """``allow``/``additionalDirectories``: dropping entries only narrows, so a warning."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        warnings.append(f"{path}: permissions.{key}: must be a list of strings; ignored")
+        return []
+    kept = [item for item in value if isinstance(item, str)]
+    if len(kept) != len(value):
+        warnings.append(f"{path}: permissions.{key}: entries that are not strings were ignored")
+    return kept
+
+
+def _default_mode(value: Any, path: Path, warnings: list[str]) -> PermissionModeName | None:
+    if value is None:
         return None
-    except IsADirectoryError:
-        raise SettingsError(f"{path}: settings path is a directory, not a file") from None
-    except UnicodeDecodeError as exc:
-        raise SettingsError(f"{path}: settings file is not UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise SettingsError(f"{path}: cannot read settings file: {exc.strerror or exc}") from None
-
-
-def _describe(exc: ValidationError) -> str:
-    """Pydantic errors as ``field.path: message`` so the user sees which key is wrong."""
-    parts = []
-    for error in exc.errors():
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
-        where = where.removeprefix(".") or "(top level)"
-        parts.append(f"{where}: {error['msg']}")
-    return "; ".join(parts)
+    if value == AUTO_MODE:
+        warnings.append(
+            f"{path}: permissions.defaultMode: 'auto' is Claude Code's classifier-approved mode; "
+            "no classifier is built here, so it behaves as 'default' (a call that needs "
+            "approval is asked, or denied when no one can answer)"
+        )
+        return "default"
+    modes: tuple[PermissionModeName, ...] = get_args(PermissionModeName)
+    for mode in modes:
+        if value == mode:
+            return mode
+    raise SettingsError(
+        f"{path}: permissions.defaultMode: {value!r} is not a permission mode "
+        f"(expected one of {', '.join(modes)}, or auto)"
+    )
 
 
 def _merge(settings: Settings, parsed: SettingsFile, path: Path, *, cwd: Path, home: Path) -> None:
     settings.sources.append(path)
-    perms = parsed.permissions
+    settings.warnings.extend(parsed.warnings)
     for behavior in RULE_BEHAVIORS:
         target = settings.rules(behavior)
         seen = {entry.rule for entry in target}
-        for rule in getattr(perms, behavior):
+        for rule in getattr(parsed, behavior):
             if rule not in seen:
                 seen.add(rule)
                 target.append(SourcedRule(rule=rule, source=path))
-    for raw in perms.additionalDirectories:
+    for raw in parsed.additional_directories:
         directory = _resolve_dir(raw, cwd=cwd, home=home)
         if directory not in settings.additional_directories:
             settings.additional_directories.append(directory)
-    if perms.defaultMode is not None:
-        settings.default_mode = perms.defaultMode
+    if parsed.default_mode is not None:
+        settings.default_mode = parsed.default_mode
         settings.default_mode_source = path
-    settings.permissions_extra.update(perms.model_extra or {})
-    for event, groups in parsed.hooks.items():
-        merged = settings.hooks.setdefault(event, [])
-        merged.extend(group.model_dump(exclude_unset=True) for group in groups)
-    for key, value in (parsed.model_extra or {}).items():
+    settings.permissions_extra.update(parsed.permissions_extra)
+    _merge_hooks(settings, parsed.hooks, path)
+    for key, value in parsed.values.items():
         settings.values[key] = _merge_value(settings.values.get(key), value)
+
+
+def _merge_hooks(settings: Settings, raw: Any, path: Path) -> None:
+    """Validate this file's hooks on their own, so errors and warnings name this file."""
+    if raw is None:
+        return
+    from subagents.hooks.config import HookConfigError, parse_hooks  # hooks imports settings
+
+    try:
+        config = parse_hooks(raw, str(path))
+    except HookConfigError as exc:
+        raise SettingsError(str(exc)) from None
+    settings.warnings.extend(config.warnings)
+    merged = config if settings.hook_config is None else settings.hook_config.merged(config)
+    settings.hook_config = merged
+    for event in config.events:
+        settings.hooks.setdefault(event, []).extend(raw[event])
 
 
 def _merge_value(old: Any, new: Any) -> Any:

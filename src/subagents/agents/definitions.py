@@ -15,11 +15,14 @@ becomes one ``DefinitionError`` and every other file still loads.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from subagents import state
+from subagents.agents.agent_file import read_agent_file
 from subagents.agents.builtin import BUILTIN_AGENTS, Verdict, parse_verdict
 from subagents.agents.schema import (
     CLI_FILE,
@@ -29,7 +32,6 @@ from subagents.agents.schema import (
     ParsedFile,
     normalize_agent_type,
     parse_cli_agents,
-    read_agent_file,
 )
 
 __all__ = [
@@ -88,7 +90,8 @@ class DefinitionSet:
         self.definitions[definition.name] = definition
 
     def add_file(self, parsed: ParsedFile) -> None:
-        """Take in one read file: its warnings, its error, and its definition if it has one."""
+        """Take in one read file: its warnings, its error, and its definition if it has one
+        (a skipped file, one that is not an agent definition, brings only its warning)."""
         self.warnings.extend(parsed.warnings)
         if parsed.error is not None:
             self.errors.append(parsed.error)
@@ -138,14 +141,8 @@ def load_folder(folder: Path, *, source: DefinitionSource) -> DefinitionSet:
     result = DefinitionSet()
     if not folder.is_dir():
         return result
-    root = folder.resolve()
     origin: dict[str, str] = {}
-    for path in sorted(folder.rglob("*.md")):
-        if not _inside(path, root):
-            result.warnings.append(f"{path}: skipped: a symlink that leads outside {folder}")
-            continue
-        if not path.is_file():
-            continue
+    for path in markdown_files(folder, result.warnings):
         parsed = read_agent_file(path, source=source)
         result.add_file(parsed)
         if parsed.definition is None:
@@ -158,6 +155,70 @@ def load_folder(folder: Path, *, source: DefinitionSource) -> DefinitionSet:
             )
         origin[key] = str(path)
     return result
+
+
+MAX_FOLDER_DEPTH = 16
+"""Deepest sub-folder of an agents folder that is searched."""
+MAX_FOLDER_FILES = 5_000
+"""Most ``*.md`` files read from one agents folder."""
+
+
+def markdown_files(folder: Path, warnings: list[str]) -> list[Path]:
+    """The ``*.md`` files below ``folder``, sorted, following symlinks that stay inside it.
+
+    A symlink leading outside the folder, a loop, a special file (FIFO, device, socket) or a
+    folder past ``MAX_FOLDER_DEPTH`` is skipped with a warning; nothing here reads a file."""
+    root = folder.resolve()
+    found: list[Path] = []
+    seen_dirs: set[tuple[int, int]] = set()
+    pending = [(folder, 0)]
+    while pending and len(found) < MAX_FOLDER_FILES:
+        directory, depth = pending.pop()
+        try:
+            info = directory.stat()
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        except OSError as exc:
+            warnings.append(f"{directory}: skipped: cannot list folder: {exc.strerror or exc}")
+            continue
+        if (info.st_dev, info.st_ino) in seen_dirs:
+            continue  # reached twice through symlinks: a loop or an alias, read it once
+        seen_dirs.add((info.st_dev, info.st_ino))
+        for entry in entries:
+            _visit(Path(entry.path), root, depth, pending, found, warnings)
+    if len(found) >= MAX_FOLDER_FILES:
+        warnings.append(f"{folder}: only the first {MAX_FOLDER_FILES} definition files were read")
+    return sorted(found[:MAX_FOLDER_FILES])
+
+
+def _visit(
+    path: Path,
+    root: Path,
+    depth: int,
+    pending: list[tuple[Path, int]],
+    found: list[Path],
+    warnings: list[str],
+) -> None:
+    try:
+        resolved = path.resolve(strict=True)
+        mode = resolved.stat().st_mode
+    except (OSError, RuntimeError) as exc:  # a dangling link or a symlink loop
+        if path.suffix == ".md" or path.is_symlink():
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "a loop"
+            warnings.append(f"{path}: skipped: cannot follow: {reason}")
+        return
+    if resolved != root and not resolved.is_relative_to(root):
+        warnings.append(f"{path}: skipped: a symlink that leads outside {root}")
+        return
+    if stat.S_ISDIR(mode):
+        if depth + 1 > MAX_FOLDER_DEPTH:
+            warnings.append(f"{path}: skipped: deeper than {MAX_FOLDER_DEPTH} folders")
+        else:
+            pending.append((path, depth + 1))
+    elif path.suffix == ".md":
+        if stat.S_ISREG(mode):
+            found.append(path)
+        else:
+            warnings.append(f"{path}: skipped: not a regular file (a FIFO, device or socket)")
 
 
 def find_project_root(cwd: Path) -> Path | None:
@@ -173,14 +234,6 @@ def find_project_root(cwd: Path) -> Path | None:
         ).is_dir():
             return candidate
     return None
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        resolved = path.resolve()
-    except OSError:
-        return False
-    return resolved == root or resolved.is_relative_to(root)
 
 
 def _same_path(a: Path, b: Path) -> bool:
@@ -217,6 +270,8 @@ def resolve_tool_names(definition: AgentDefinition, available: Sequence[str]) ->
     if definition.tools is not None:
         listed = _with_aliases({tool_base_name(entry) for entry in definition.tools})
     denied = _with_aliases({tool_base_name(entry) for entry in definition.disallowed_tools})
+    if "*" in denied:  # `disallowedTools: "*"`: nothing is left (Claude Code ignores it)
+        return []
     wants_agent = listed is not None and bool(listed & AGENT_TOOL_NAMES)
     chosen = []
     for tool in available:

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from subagents.agents.agent_file import read_agent_file
 from subagents.agents.definitions import (
     AgentDefinition,
     DefinitionSet,
     load_definitions,
     load_folder,
 )
-from subagents.agents.schema import DefinitionError, read_agent_file
+from subagents.agents.schema import DefinitionError
 
 _DESCRIPTION_WIDTH = 60
 
@@ -171,10 +173,10 @@ def _validate_path(path: Path) -> DefinitionSet:
     if path.is_dir():
         return load_folder(path, source="project")
     result = DefinitionSet()
-    if not path.is_file():
+    if not os.path.lexists(path):
         result.errors.append(_missing(path))
         return result
-    result.add_file(read_agent_file(path, source="project"))
+    result.add_file(read_agent_file(path, source="project"))  # a FIFO, a loop: it says so
     return result
 
 

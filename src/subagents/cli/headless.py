@@ -37,7 +37,6 @@ def run_headless(args: argparse.Namespace) -> int:
     except (StartupError, ValueError, OSError) as exc:
         print(f"subagents: error: {exc}", file=sys.stderr)
         return 2
-    _report_definition_problems(session)
     printer = _Printer(args.output_format)
     try:
         result = asyncio.run(_run(session, args.prompt, printer))
@@ -66,14 +65,6 @@ async def _run(session: Session, prompt: str, printer: _Printer) -> SessionResul
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
-
-
-def _report_definition_problems(session: Session) -> None:
-    definitions = session.runtime.definitions
-    for error in definitions.errors:
-        print(f"subagents: warning: agent definition skipped: {error}", file=sys.stderr)
-    for warning in definitions.warnings:
-        print(f"subagents: warning: {warning}", file=sys.stderr)
 
 
 def _session_from_args(args: argparse.Namespace) -> Session:

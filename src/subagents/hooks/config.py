@@ -3,32 +3,46 @@
 Shape (SPEC §12, §19)::
 
     {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "...",
-                                                  "timeout": 30}]}], ...}
+                                                  "if": "Bash(git push *)", "timeout": 30}]}]}
 
 ``parse_hooks`` turns one such block into a ``HookConfig``; the blocks of several settings files
 (user, project, local) and of an agent's frontmatter combine with ``HookConfig.merged``, which
 keeps every group — Claude Code runs the hooks of all sources, it does not override by source.
 
-What is tolerated and what is fatal, and why:
+What is tolerated and what is fatal follows one rule: **what we do not run is a warning; a hook
+we would run but cannot read refuses to start**, because running without a security hook the
+user configured would be worse than not running at all.
 
-* an event name we do not implement (``UserPromptSubmit``, ``Notification``, a typo) is left out
-  with a warning, so a settings file written for a newer Claude Code still loads;
-* hook types other than ``command`` that Claude Code knows (``prompt``, ``agent``, ``http``) are
-  skipped with a warning for the same reason;
-* anything malformed (a missing ``command``, a non-list, a bad regex, a timeout <= 0) raises
-  ``HookConfigError`` naming the source file and the JSON path, because silently dropping a
-  security hook would be worse than refusing to start.
+* warnings (the rest still loads): an event we do not fire (``UserPromptSubmit``,
+  ``Notification``, ``PreCompact``, a typo), *whatever its value*; handler types other than
+  ``command`` (``prompt``, ``agent``, ``http``, ``mcp_tool``, unknown ones); fields we do not use
+  (``async``, ``statusMessage``, ``once``, ``shell``); a bad ``timeout`` (the default is used);
+  an ``if`` that is not a permission rule (the hook then runs for every call, as in Claude
+  Code); an ``if`` on an event without tool calls (that handler never runs, as in Claude Code);
+* ``HookConfigError`` naming the source and the JSON path: for an event we fire, a value that is
+  not a list, a group without a ``hooks`` list, a matcher that is not text or not a valid
+  regex, a handler without ``type``, a command handler without ``command``.
+
+A handler with ``args`` is Claude Code's exec form: ``command`` and each argument are run as one
+word each (quoted for ``/bin/sh``), with ``${CLAUDE_PROJECT_DIR}`` substituted as plain text.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-
-from subagents.hooks.matchers import Matcher, compile_matcher
+from subagents.hooks.matchers import (
+    TOOL_EVENTS,
+    IfCondition,
+    Matcher,
+    ToolCall,
+    compile_condition,
+    compile_matcher,
+)
 
 HOOK_EVENTS: Final = (
     "PreToolUse",
@@ -49,29 +63,39 @@ HOOK_EVENTS: Final = (
 DEFAULT_TIMEOUT_S: Final = 600.0
 """Claude Code's default per-command timeout."""
 
-_OTHER_HOOK_TYPES: Final = frozenset({"prompt", "agent", "http"})
+CLAUDE_CODE_ONLY_EVENTS: Final = frozenset(
+    {
+        "UserPromptSubmit",
+        "Notification",
+        "PreCompact",
+        "PostCompact",
+        "PermissionRequest",
+        "PermissionDenied",
+        "Setup",
+        "ConfigChange",
+        "InstructionsLoaded",
+        "Elicitation",
+        "ElicitationResult",
+        "CwdChanged",
+        "FileChanged",
+        "MessageDisplay",
+        "PostToolBatch",
+        "StopFailure",
+        "TaskCompleted",
+    }
+)
+"""Claude Code events this runtime does not fire (their hooks are left out with a warning)."""
+
+_OTHER_HOOK_TYPES: Final = frozenset({"prompt", "agent", "http", "mcp_tool"})
+_UNUSED_HANDLER_FIELDS: Final = frozenset(
+    {"async", "asyncRewake", "statusMessage", "once", "shell", "model"}
+)
+_HANDLER_FIELDS: Final = frozenset({"type", "command", "args", "timeout", "if"})
+_PROJECT_DIR: Final = re.compile(r"\$\{CLAUDE_PROJECT_DIR\}")
 
 
 class HookConfigError(ValueError):
     """A malformed hooks block; the message names the source and the path inside it."""
-
-
-class _HookEntry(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    type: str
-    command: str | None = None
-    timeout: float | None = Field(default=None, gt=0)
-
-
-class _MatcherGroup(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    matcher: str | None = None
-    hooks: list[_HookEntry]
-
-
-_GROUPS = TypeAdapter(list[_MatcherGroup])
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -82,6 +106,8 @@ class HookCommand:
     timeout: float = DEFAULT_TIMEOUT_S
     source: str = ""
     """Where it was configured (a settings file, an agent definition), for warnings."""
+    condition: IfCondition | None = None
+    """The handler's ``if``: the hook runs only for tool calls matching it."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -115,14 +141,21 @@ class HookConfig:
         events["SubagentStop"] = tuple(events.get("SubagentStop", ())) + tuple(stop)
         return replace(self, events=events)
 
-    def commands_for(self, event: str, subject: str | None) -> list[HookCommand]:
-        """The commands to run, in config order; an identical command line runs once."""
+    def commands_for(
+        self, event: str, subject: str | None, call: ToolCall | None = None
+    ) -> list[HookCommand]:
+        """The commands to run, in config order; an identical command line runs once.
+
+        ``call`` is the tool call of a tool event, which handlers' ``if`` conditions test; a
+        handler with an ``if`` never runs without one."""
         seen: set[str] = set()
         found: list[HookCommand] = []
         for group in self.events.get(event, ()):
             if not group.matcher.matches(subject):
                 continue
             for command in group.commands:
+                if command.condition is not None and not command.condition.holds(call):
+                    continue
                 if command.command not in seen:
                     seen.add(command.command)
                     found.append(command)
@@ -132,69 +165,155 @@ class HookConfig:
 EMPTY_CONFIG: Final = HookConfig()
 
 
-def parse_hooks(raw: Mapping[str, Any] | None, source: str) -> HookConfig:
-    """Validate the *value* of a ``hooks`` key; ``source`` (a path) prefixes every error."""
+def parse_hooks(raw: Any, source: str) -> HookConfig:
+    """Validate the *value* of a ``hooks`` key; ``source`` (a path) prefixes every message."""
     if raw is None:
         return EMPTY_CONFIG
     if not isinstance(raw, Mapping):
         raise HookConfigError(f"{source}: hooks: expected an object of event names")
     events: dict[str, tuple[MatcherGroup, ...]] = {}
-    warnings: list[str] = []
+    parser = _Parser(source)
     for event, value in raw.items():
+        event = str(event)
         if event not in HOOK_EVENTS:
-            warnings.append(f"{source}: hooks.{event}: unknown or unsupported hook event, ignored")
+            parser.warn(f"hooks.{event}", _unknown_event(event))
             continue
-        groups = _parse_event(value, source, event, warnings)
+        groups = parser.event(event, value)
         if groups:
             events[event] = groups
-    return HookConfig(events=events, warnings=tuple(warnings))
+    return HookConfig(events=events, warnings=tuple(parser.warnings))
 
 
-def _parse_event(
-    value: Any, source: str, event: str, warnings: list[str]
-) -> tuple[MatcherGroup, ...]:
-    try:
-        groups = _GROUPS.validate_python(value)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        path = f"hooks.{event}{_format_loc(first['loc'])}"
-        raise HookConfigError(f"{source}: {path}: {_lower_first(first['msg'])}") from None
-    parsed: list[MatcherGroup] = []
-    for index, group in enumerate(groups):
-        path = f"hooks.{event}[{index}]"
+def _unknown_event(event: str) -> str:
+    if event in CLAUDE_CODE_ONLY_EVENTS:
+        return "a Claude Code hook event this runtime does not fire; its hooks are ignored"
+    close = next((known for known in HOOK_EVENTS if known.lower() == event.lower()), None)
+    hint = f" (did you mean {close!r}?)" if close else ""
+    return f"unknown hook event{hint}; its hooks are ignored"
+
+
+@dataclass
+class _Parser:
+    source: str
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, path: str, message: str) -> None:
+        self.warnings.append(f"{self.source}: {path}: {message}")
+
+    def fail(self, path: str, message: str) -> HookConfigError:
+        return HookConfigError(f"{self.source}: {path}: {message}")
+
+    def event(self, event: str, value: Any) -> tuple[MatcherGroup, ...]:
+        if not isinstance(value, list):
+            kind = type(value).__name__
+            raise self.fail(f"hooks.{event}", f"expected a list of matcher groups, not {kind}")
+        groups = []
+        for index, group in enumerate(value):
+            parsed = self.group(event, f"hooks.{event}[{index}]", group)
+            if parsed is not None:
+                groups.append(parsed)
+        return tuple(groups)
+
+    def group(self, event: str, path: str, group: Any) -> MatcherGroup | None:
+        if not isinstance(group, Mapping):
+            raise self.fail(path, 'expected an object {"matcher": ..., "hooks": [...]}')
+        matcher = group.get("matcher")
+        if matcher is not None and not isinstance(matcher, str):
+            raise self.fail(f"{path}.matcher", "must be text (a tool name, a list or a regex)")
         try:
-            matcher = compile_matcher(group.matcher)
+            compiled = compile_matcher(matcher)
         except ValueError as exc:
-            raise HookConfigError(f"{source}: {path}.matcher: {exc}") from None
-        commands = _parse_commands(group.hooks, source, path, warnings)
-        if commands:
-            parsed.append(MatcherGroup(matcher=matcher, commands=commands))
-    return tuple(parsed)
+            raise self.fail(f"{path}.matcher", str(exc)) from None
+        handlers = group.get("hooks")
+        if not isinstance(handlers, list):
+            raise self.fail(f"{path}.hooks", "field required: a list of hook handlers")
+        for key in group:
+            if key not in ("matcher", "hooks"):
+                where = " (`if` belongs on each handler)" if key == "if" else ""
+                self.warn(f"{path}.{key}", f"unknown field, ignored{where}")
+        commands = tuple(
+            command
+            for index, handler in enumerate(handlers)
+            if (command := self.handler(event, f"{path}.hooks[{index}]", handler)) is not None
+        )
+        return MatcherGroup(matcher=compiled, commands=commands) if commands else None
 
+    def handler(self, event: str, path: str, handler: Any) -> HookCommand | None:
+        if not isinstance(handler, Mapping):
+            raise self.fail(path, 'expected an object {"type": "command", "command": ...}')
+        kind = handler.get("type")
+        if kind is None:
+            raise self.fail(f"{path}.type", "field required")
+        if not isinstance(kind, str):
+            raise self.fail(f"{path}.type", 'must be text such as "command"')
+        if kind != "command":
+            known = kind in _OTHER_HOOK_TYPES
+            what = "is not supported here" if known else "is unknown"
+            self.warn(f"{path}.type", f"hook type {kind!r} {what}; this hook is ignored")
+            return None
+        command = self.command_line(path, handler)
+        for key in handler:
+            if key not in _HANDLER_FIELDS:
+                note = "not used by this runtime" if key in _UNUSED_HANDLER_FIELDS else "unknown"
+                self.warn(f"{path}.{key}", f"field {note}, ignored")
+        return HookCommand(
+            command=command,
+            timeout=self.timeout(path, handler.get("timeout")),
+            source=self.source,
+            condition=self.condition(event, path, handler.get("if")),
+        )
 
-def _parse_commands(
-    entries: list[_HookEntry], source: str, path: str, warnings: list[str]
-) -> tuple[HookCommand, ...]:
-    commands: list[HookCommand] = []
-    for index, entry in enumerate(entries):
-        where = f"{path}.hooks[{index}]"
-        if entry.type in _OTHER_HOOK_TYPES:
-            warnings.append(
-                f"{source}: {where}: hook type {entry.type!r} is not supported, ignored"
+    def command_line(self, path: str, handler: Mapping[str, Any]) -> str:
+        command = handler.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise self.fail(f"{path}.command", "field required: the command line to run")
+        args = handler.get("args")
+        if args is None:
+            return command
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise self.fail(f"{path}.args", "must be a list of strings")
+        return " ".join(_exec_word(word) for word in [command, *args])
+
+    def timeout(self, path: str, value: Any) -> float:
+        if value is None:
+            return DEFAULT_TIMEOUT_S
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            seconds = None
+        else:
+            try:
+                seconds = float(value)
+            except ValueError:
+                seconds = None
+        if seconds is None or not 0 < seconds < float("inf"):
+            self.warn(
+                f"{path}.timeout",
+                f"{value!r} is not a positive number of seconds; "
+                f"the default {DEFAULT_TIMEOUT_S:g} s is used",
             )
-            continue
-        if entry.type != "command":
-            raise HookConfigError(f"{source}: {where}.type: unknown hook type {entry.type!r}")
-        if entry.command is None or not entry.command.strip():
-            raise HookConfigError(f"{source}: {where}.command: field required")
-        timeout = DEFAULT_TIMEOUT_S if entry.timeout is None else entry.timeout
-        commands.append(HookCommand(command=entry.command, timeout=timeout, source=source))
-    return tuple(commands)
+            return DEFAULT_TIMEOUT_S
+        return seconds
+
+    def condition(self, event: str, path: str, value: Any) -> IfCondition | None:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            self.warn(
+                f"{path}.if", "must be one permission rule as text; the hook runs for every call"
+            )
+            return IfCondition(source=str(value), rule=None)
+        if event not in TOOL_EVENTS:
+            self.warn(
+                f"{path}.if",
+                f"{event} has no tool call to test, so this hook never runs (as in Claude Code)",
+            )
+        condition, problem = compile_condition(value)
+        if problem is not None:
+            self.warn(f"{path}.if", problem)
+        return condition
 
 
-def _format_loc(loc: tuple[int | str, ...]) -> str:
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
-
-
-def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:]
+def _exec_word(word: str) -> str:
+    """One exec-form word for ``/bin/sh``: quoted, with ``${CLAUDE_PROJECT_DIR}`` expanded."""
+    parts = _PROJECT_DIR.split(word)
+    quoted = [shlex.quote(part) if part else "" for part in parts]
+    return '"$CLAUDE_PROJECT_DIR"'.join(quoted) or "''"

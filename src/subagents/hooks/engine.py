@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from subagents.hooks.config import HookConfig, parse_hooks
+from subagents.hooks.matchers import ToolCall
 from subagents.hooks.output import HookOutcome, interpret
 from subagents.hooks.runner import clean_environment, run_hooks
 from subagents.tools.base import (
@@ -92,6 +93,7 @@ class HookEngine:
         self._project_dir = project_dir
         self._on_warning = on_warning
         self._env = clean_environment(project_dir, os.environ if environ is None else environ)
+        self._home = Path(self._env.get("HOME") or Path.home())
         self._state = _SessionState()
         self._owner: str | None = None
 
@@ -114,10 +116,9 @@ class HookEngine:
         Raises ``HookConfigError`` (naming ``source``) for malformed frontmatter hooks."""
         self._record(agent_id, agent_type, transcript_path)
         if definition_hooks:
+            # Their warnings were reported when the definition was read (agents.agent_file).
             where = source or f"agent definition {agent_type!r}"
             own = parse_hooks(definition_hooks, where).with_stop_as_subagent_stop()
-            for warning in own.warnings:
-                self._warn(warning)
             self._state.scoped[agent_id] = self._base.merged(own)
         derived = copy.copy(self)
         derived._owner = agent_id
@@ -295,9 +296,10 @@ class HookEngine:
         *,
         agent_id: str | None = None,
         ctx: ToolContext | None = None,
+        call: ToolCall | None = None,
     ) -> HookOutcome:
         """Run the matching commands of ``event`` and combine what they said."""
-        commands = self._config_for(agent_id).commands_for(event, subject)
+        commands = self._config_for(agent_id).commands_for(event, subject, call)
         if not commands:
             return HookOutcome()
         payload = {
@@ -322,7 +324,16 @@ class HookEngine:
         agent = ctx.agent
         if agent.parent_agent_id is not None:
             fields.update(agent_id=agent.agent_id, agent_type=agent.agent_type)
-        return await self._fire(event, tool_name, fields, agent_id=agent.agent_id, ctx=ctx)
+        call = ToolCall(
+            tool_name=tool_name,
+            tool_input=fields["tool_input"],
+            cwd=ctx.cwd,
+            project_root=self._project_dir,
+            home=self._home,
+        )
+        return await self._fire(
+            event, tool_name, fields, agent_id=agent.agent_id, ctx=ctx, call=call
+        )
 
     async def _fire_agent_event(
         self, event: str, subject: str, fields: dict[str, Any], ctx: ToolContext
