@@ -19,6 +19,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "subagents.abort",
             "subagents.config",
+            "subagents.config_files",
             "subagents.descriptors",
             "subagents.events",
             "subagents.ids",

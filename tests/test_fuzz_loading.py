@@ -26,11 +26,12 @@ import pytest
 from subagents.agents.agent_file import parse_agent_markdown
 from subagents.agents.definitions import load_folder
 from subagents.cli.agents_cmd import details
-from subagents.hooks.config import HookCommand, HookConfigError, parse_hooks
+from subagents.hooks.config import HookCommand, HookConfigError, config_from_settings, parse_hooks
 from subagents.hooks.matchers import ToolCall
 from subagents.hooks.output import HookOutcome, interpret
 from subagents.hooks.runner import HookRun
 from subagents.permissions import context_from_settings
+from subagents.permissions.hook_conditions import PermissionRuleConditions
 from subagents.settings import SettingsError, load_settings
 
 SOAK = os.environ.get("SUBAGENTS_FUZZ_SOAK") == "1"
@@ -391,7 +392,11 @@ def _use(settings: Any, root: Path, rng: random.Random) -> None:
         context_from_settings(settings, cwd=root)
     except SettingsError as exc:
         assert str(exc).startswith(str(settings.sources[-1])), exc
-    config = settings.hook_config
+    try:
+        config = config_from_settings(settings)
+    except HookConfigError as exc:
+        assert str(exc).startswith(str(settings.sources[-1])), exc
+        return
     if config is None:
         return
     tool_input = rng.choice(
@@ -411,6 +416,7 @@ def _use(settings: Any, root: Path, rng: random.Random) -> None:
             cwd=root,
             project_root=root,
             home=root,
+            conditions=PermissionRuleConditions(),
         )
         config.commands_for(event, call.tool_name, call if event.endswith("ToolUse") else None)
 

@@ -10,6 +10,7 @@ import pytest
 from subagents.hooks import parse_hooks
 from subagents.hooks.matchers import ToolCall
 from subagents.hooks.output import read_json_output
+from subagents.permissions.hook_conditions import PermissionRuleConditions
 from test_hooks import EchoTool, Setup, group, prints, run_echo
 
 
@@ -107,7 +108,12 @@ def _ran(
         {event: [{"matcher": "*", "hooks": [{"type": "command", "command": "x", "if": rule}]}]}, "s"
     )
     call = ToolCall(
-        tool_name=tool, tool_input=tool_input, cwd=tmp_path, project_root=tmp_path, home=tmp_path
+        tool_name=tool,
+        tool_input=tool_input,
+        cwd=tmp_path,
+        project_root=tmp_path,
+        home=tmp_path,
+        conditions=PermissionRuleConditions(),
     )
     return bool(config.commands_for(event, tool, call))
 
@@ -156,3 +162,4 @@ def test_if_runs_only_on_tool_events_and_fails_open_on_a_non_rule(tmp_path: Path
     assert stop.commands_for("Stop", None) == []
     assert "never runs" in stop.warnings[0]
     assert _ran("not a rule (((", "Bash", {"command": "ls"}, tmp_path)
+    assert _ran("Bash(", "Bash", {"command": "ls"}, tmp_path)  # parses as a shape, not a rule

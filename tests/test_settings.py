@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from subagents.hooks.config import HookConfigError, config_from_settings
 from subagents.permissions import context_from_settings
 from subagents.settings import SettingsError, load_settings, settings_paths
 
@@ -183,10 +184,13 @@ def test_unknown_mode_is_an_error(dirs: dict[str, Path]) -> None:
         load(dirs)
 
 
-def test_hooks_of_wrong_shape_name_the_event(dirs: dict[str, Path]) -> None:
-    write(dirs["project"] / ".claude/settings.json", {"hooks": {"PreToolUse": {"x": 1}}})
-    with pytest.raises(SettingsError, match=r"hooks\.PreToolUse"):
-        load(dirs)
+def test_hooks_of_wrong_shape_name_the_file_and_the_event(dirs: dict[str, Path]) -> None:
+    user = write(dirs["home"] / ".claude/settings.json", {"hooks": {"Stop": [{"hooks": []}]}})
+    bad = write(dirs["project"] / ".claude/settings.json", {"hooks": {"PreToolUse": {"x": 1}}})
+    settings = load(dirs)
+    assert [path for path, _ in settings.hook_blocks] == [user, bad]
+    with pytest.raises(HookConfigError, match=rf"^{bad}: hooks\.PreToolUse: expected a list"):
+        config_from_settings(settings)
 
 
 def test_unknown_permission_keys_are_kept(dirs: dict[str, Path]) -> None:

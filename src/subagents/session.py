@@ -49,7 +49,7 @@ from subagents.events import (
     SystemEvent,
     discard,
 )
-from subagents.hooks.config import EMPTY_CONFIG
+from subagents.hooks.config import EMPTY_CONFIG, config_from_settings
 from subagents.hooks.engine import HookEngine
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome
@@ -59,6 +59,7 @@ from subagents.models.retry import ModelCaller, RetryPolicy
 from subagents.observe import RunObserver
 from subagents.permissions.checker import AskCallback, PermissionChecker
 from subagents.permissions.context import context_from_settings
+from subagents.permissions.hook_conditions import PermissionRuleConditions
 from subagents.permissions.modes import parse_mode
 from subagents.settings import Settings, load_settings
 from subagents.state import ProjectState, canonical_project
@@ -257,15 +258,19 @@ class Session:
     def _hooks(self, settings: Settings) -> HookEngine | None:
         """The session's hook engine: settings hooks, plus a place for definitions' own
         frontmatter hooks, which must run even when no settings file has a hook."""
+        config = config_from_settings(settings)  # HookConfigError names the bad file
         definitions = self.runtime.definitions.definitions.values()
-        if settings.hook_config is None and not any(d.hooks for d in definitions):
+        if config is None and not any(d.hooks for d in definitions):
             return None  # no hook anywhere: the loop skips the hook calls altogether
+        for warning in config.warnings if config is not None else ():
+            self.warn(warning)
         return HookEngine(
-            settings.hook_config or EMPTY_CONFIG,
+            config or EMPTY_CONFIG,
             session_id=self.session_id,
             transcript_path=self.state.session_transcript(self.session_id),
             project_dir=self.cwd,
             on_warning=self.warn,
+            conditions=PermissionRuleConditions(),
         )
 
     def _telemetry(self) -> RunObserver | None:

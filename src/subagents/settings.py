@@ -20,14 +20,15 @@ running at all.
 
 * ``SettingsError``: not valid JSON (or nested deeper than ``config_files.MAX_DEPTH``), not a
   JSON object, over the size cap, not UTF-8, unreadable; ``permissions`` not an object;
-  ``deny``/``ask`` not a list of rule strings; a ``defaultMode`` that is not a mode; a malformed
-  hook of an event we fire (``hooks.config``); a ``--settings`` file that is missing or is not a
-  regular file.
+  ``deny``/``ask`` not a list of rule strings; a ``defaultMode`` that is not a mode; a
+  ``--settings`` file that is missing or is not a regular file. Hook blocks are kept as written
+  (``Settings.hook_blocks``) and validated by ``hooks.config.config_from_settings`` with the
+  same rule: a malformed hook of an event we fire is a ``HookConfigError`` naming the file.
 * warnings (``Settings.warnings``; the rest loads): a discovered settings path that is a FIFO,
   device, socket or directory (skipped without reading: start-up cannot hang on it);
   ``allow``/``additionalDirectories`` of the wrong shape (ignored: fewer allows);
   ``defaultMode: "auto"`` (Claude Code's classifier mode: no classifier is built here, so it
-  behaves as ``default``); hook events, hook types and handler fields we do not run.
+  behaves as ``default``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 from subagents import state
 from subagents.config_files import (
@@ -45,9 +46,6 @@ from subagents.config_files import (
     load_json,
     read_config_text,
 )
-
-if TYPE_CHECKING:
-    from subagents.hooks.config import HookConfig
 
 PermissionModeName = Literal["default", "acceptEdits", "bypassPermissions", "dontAsk", "plan"]
 RuleBehavior = Literal["allow", "deny", "ask"]
@@ -98,9 +96,10 @@ class Settings:
     default_mode: PermissionModeName | None = None
     default_mode_source: Path | None = None
     hooks: dict[str, list[Any]] = field(default_factory=dict)
-    """Raw hook groups of the events we fire, concatenated in file order."""
-    hook_config: HookConfig | None = None
-    """Every file's hooks, validated file by file and merged in file order (``None``: none)."""
+    """Raw hook groups per event (list values only), concatenated in file order."""
+    hook_blocks: list[tuple[Path, Any]] = field(default_factory=list)
+    """Each file's ``hooks`` value as written, in file order; ``hooks.config_from_settings``
+    validates them file by file (so errors and warnings name the file)."""
     values: dict[str, Any] = field(default_factory=dict)
     """Every other top-level key (``env``, ``model``, ...): objects merge per key, later wins."""
     permissions_extra: dict[str, Any] = field(default_factory=dict)
@@ -291,20 +290,13 @@ def _merge(settings: Settings, parsed: SettingsFile, path: Path, *, cwd: Path, h
 
 
 def _merge_hooks(settings: Settings, raw: Any, path: Path) -> None:
-    """Validate this file's hooks on their own, so errors and warnings name this file."""
     if raw is None:
         return
-    from subagents.hooks.config import HookConfigError, parse_hooks  # hooks imports settings
-
-    try:
-        config = parse_hooks(raw, str(path))
-    except HookConfigError as exc:
-        raise SettingsError(str(exc)) from None
-    settings.warnings.extend(config.warnings)
-    merged = config if settings.hook_config is None else settings.hook_config.merged(config)
-    settings.hook_config = merged
-    for event in config.events:
-        settings.hooks.setdefault(event, []).extend(raw[event])
+    settings.hook_blocks.append((path, raw))
+    if isinstance(raw, dict):
+        for event, groups in raw.items():
+            if isinstance(groups, list):
+                settings.hooks.setdefault(str(event), []).extend(groups)
 
 
 def _merge_value(old: Any, new: Any) -> Any:

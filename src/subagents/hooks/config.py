@@ -43,6 +43,7 @@ from subagents.hooks.matchers import (
     compile_condition,
     compile_matcher,
 )
+from subagents.settings import Settings
 
 HOOK_EVENTS: Final = (
     "PreToolUse",
@@ -163,6 +164,16 @@ class HookConfig:
 
 
 EMPTY_CONFIG: Final = HookConfig()
+
+
+def config_from_settings(settings: Settings) -> HookConfig | None:
+    """Every settings file's hooks, validated file by file and merged in file order (``None``
+    when no file has any); ``HookConfigError`` names the file of a malformed one."""
+    merged: HookConfig | None = None
+    for path, raw in settings.hook_blocks:
+        config = parse_hooks(raw, str(path))
+        merged = config if merged is None else merged.merged(config)
+    return merged
 
 
 def parse_hooks(raw: Any, source: str) -> HookConfig:
@@ -300,7 +311,7 @@ class _Parser:
             self.warn(
                 f"{path}.if", "must be one permission rule as text; the hook runs for every call"
             )
-            return IfCondition(source=str(value), rule=None)
+            return IfCondition(source=str(value), valid=False)
         if event not in TOOL_EVENTS:
             self.warn(
                 f"{path}.if",

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from subagents.hooks.config import HookConfig, parse_hooks
-from subagents.hooks.matchers import ToolCall
+from subagents.hooks.matchers import CallConditions, ToolCall
 from subagents.hooks.output import HookOutcome, interpret
 from subagents.hooks.runner import clean_environment, run_hooks
 from subagents.tools.base import (
@@ -83,10 +83,12 @@ class HookEngine:
         project_dir: Path,
         on_warning: Callable[[str], None] | None = None,
         environ: Mapping[str, str] | None = None,
+        conditions: CallConditions | None = None,
     ) -> None:
         """``on_warning`` receives what the user should see (failed hooks, systemMessage);
         ``environ`` is the parent environment the hook whitelist is taken from (default
-        ``os.environ``)."""
+        ``os.environ``); ``conditions`` matches handlers' ``if`` rules (without one, every ``if``
+        holds)."""
         self._base = config
         self._session_id = session_id
         self._transcript_path = str(transcript_path)
@@ -94,6 +96,7 @@ class HookEngine:
         self._on_warning = on_warning
         self._env = clean_environment(project_dir, os.environ if environ is None else environ)
         self._home = Path(self._env.get("HOME") or Path.home())
+        self._conditions = conditions
         self._state = _SessionState()
         self._owner: str | None = None
 
@@ -330,6 +333,7 @@ class HookEngine:
             cwd=ctx.cwd,
             project_root=self._project_dir,
             home=self._home,
+            conditions=self._conditions,
         )
         return await self._fire(
             event, tool_name, fields, agent_id=agent.agent_id, ctx=ctx, call=call

@@ -18,17 +18,10 @@ subject and every group applies.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
-
-from pydantic import BaseModel, create_model
-
-if TYPE_CHECKING:
-    from subagents.permissions.rules import PermissionRule
+from typing import Any, Final, Protocol
 
 _EXACT_LIST = re.compile(r"[A-Za-z0-9_\-,| ]*")
 _SEPARATORS = re.compile(r"[|,]")
@@ -78,8 +71,18 @@ TOOL_EVENTS: Final = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure
 """The events on which a handler's ``if`` is evaluated; on any other event a handler with an
 ``if`` never runs (Claude Code: "Only evaluated on tool events")."""
 
-_ASSIGNMENT = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=(?:'[^']*'|\"[^\"]*\"|\S)*\s+)+")
-_EXPANSION = re.compile(r"\$[({A-Za-z_]|`")
+_RULE_SHAPE: Final = re.compile(r"[^()\s]+(?:\(.*\))?", re.DOTALL)
+
+
+class CallConditions(Protocol):
+    """Decides whether a tool call matches a permission rule written as a handler's ``if``.
+
+    Implemented by ``permissions.hook_conditions.PermissionRuleConditions`` (rule matching lives
+    with the permission rules, a layer above hooks); the session hands it to the engine."""
+
+    def holds(self, rule: str, call: ToolCall) -> bool:
+        """Whether ``call`` matches ``rule``; True whenever that cannot be told (fail open)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,96 +94,32 @@ class ToolCall:
     cwd: Path
     project_root: Path
     home: Path
+    conditions: CallConditions | None = None
+    """How rules are matched; ``None`` (no matcher wired): every condition holds."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
 class IfCondition:
     """A handler's ``if``: one permission rule (``Bash(git push *)``, ``Edit(*.ts)``) the tool
-    call must match for the hook to run. Best effort, as in Claude Code: when the command's
-    structure cannot be seen (unparsable, a dynamic command name, or a substitution while the
-    pattern names more than the command) the hook runs; it is a filter, never a permission."""
+    call must match for the hook to run. Best effort, as in Claude Code: when the call cannot be
+    judged the hook runs; it is a filter, never a permission."""
 
     source: str
-    rule: PermissionRule | None
-    """``None`` when the text is not a rule: then the condition always holds (fail open: the
-    hook runs and decides), and a warning said so when the settings were read."""
+    valid: bool = True
+    """False when the text is not a rule: then it always holds (fail open: the hook runs and
+    decides), and a warning said so when the settings were read."""
 
     def holds(self, call: ToolCall | None) -> bool:
         if call is None:
             return False  # not a tool event: a hook with `if` never runs
-        rule = self.rule
-        if rule is None:
+        if not self.valid or call.conditions is None:
             return True
-        names = [call.tool_name, *(AGENT_ALIASES if call.tool_name in AGENT_ALIASES else ())]
-        if rule.tool not in names and not _mcp_covers(rule, call.tool_name):
-            return False  # one `if` rule matches one tool's calls (no Edit → Write family)
-        if rule.specifier is None:
-            return True
-        if rule.tool == "Bash":
-            command = call.tool_input.get("command")
-            return isinstance(command, str) and _bash_condition(rule.specifier, command)
-        return _other_condition(rule, call)
-
-
-AGENT_ALIASES: Final = ("Agent", "Task")
+        return call.conditions.holds(self.source, call)
 
 
 def compile_condition(text: str) -> tuple[IfCondition, str | None]:
     """The condition for an ``if`` text, and a warning when it is not a permission rule."""
-    from subagents.permissions.rules import parse_rule
-
-    try:
-        return IfCondition(source=text, rule=parse_rule(text)), None
-    except ValueError as exc:
-        return IfCondition(source=text, rule=None), f"{exc}; the hook runs for every call"
-
-
-def _mcp_covers(rule: PermissionRule, tool_name: str) -> bool:
-    from subagents.permissions.rules import covers_tool
-
-    return rule.tool.startswith("mcp__") and covers_tool(rule, [tool_name])
-
-
-def _bash_condition(spec: str, command: str) -> bool:
-    from subagents.permissions.rules import bash_specifier_matches
-    from subagents.tools.bash_parse import split_commands
-
-    names_more_than_command = len(spec.removesuffix(":*").removesuffix(" *").split()) > 1
-    if names_more_than_command and _EXPANSION.search(command):
-        return True  # what `$(...)` or `$VAR` expands to cannot be seen
-    try:
-        shlex.split(command)
-        parts = split_commands(command) or [command]
-    except ValueError:
-        return True  # unparsable: run the hook, let it decide
-    for part in (*parts, command):
-        simple = _ASSIGNMENT.sub("", part.strip())
-        if simple.startswith(("$", "`")):
-            return True  # a dynamic command name
-        if bash_specifier_matches(spec, simple):
-            return True
-    return False
-
-
-def _other_condition(rule: PermissionRule, call: ToolCall) -> bool:
-    from subagents.permissions.rules import RuleScope, rule_matches
-
-    args = _input_view(call.tool_input)
-    scope = RuleScope(project_root=call.project_root, home=call.home)
-    try:
-        return rule_matches(rule, [rule.tool], args, scope, call.cwd)
-    except (OSError, ValueError, RuntimeError):
-        return True  # a path that cannot be resolved: run the hook, let it decide
-
-
-def _input_view(tool_input: Mapping[str, Any]) -> BaseModel:
-    """The raw input as a model whose fields are its keys (what rule matching reads)."""
-    keys = tuple(sorted(key for key in tool_input if key.isidentifier()))
-    model = _input_model(keys)
-    return model.model_validate({key: tool_input[key] for key in keys})
-
-
-@lru_cache(maxsize=64)
-def _input_model(keys: tuple[str, ...]) -> type[BaseModel]:
-    fields: dict[str, Any] = {key: (Any, None) for key in keys}
-    return create_model("HookToolInput", **fields)
+    if _RULE_SHAPE.fullmatch(text.strip()):
+        return IfCondition(source=text.strip()), None
+    problem = f"{text!r} is not a permission rule ('Tool' or 'Tool(specifier)')"
+    return IfCondition(source=text, valid=False), f"{problem}; the hook runs for every call"
