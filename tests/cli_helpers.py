@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,11 @@ def write_script(folder: Path, agents: list[dict[str, Any]], name: str = "script
 
 
 def run_cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> CliRun:
     full_env = dict(os.environ)
     full_env.update(env or {})
@@ -58,6 +63,7 @@ def run_cli(
         text=True,
         timeout=timeout,
         check=False,
+        preexec_fn=preexec_fn,
     )
     return CliRun(proc.returncode, proc.stdout, proc.stderr)
 

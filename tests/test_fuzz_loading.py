@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from subagents.agents.agent_file import parse_agent_markdown
+from subagents.agents.agent_file import KNOWN_FIELDS, parse_agent_markdown
 from subagents.agents.definitions import load_folder
 from subagents.cli.agents_cmd import details
 from subagents.hooks.config import HookCommand, HookConfigError, config_from_settings, parse_hooks
@@ -139,23 +139,7 @@ JSON_ODDITIES: list[Any] = [
     "\ud800",
     {"a": [[[[[[[[[[]]]]]]]]]]},
 ]
-FIELDS = [
-    "name",
-    "description",
-    "tools",
-    "disallowedTools",
-    "model",
-    "permissionMode",
-    "maxTurns",
-    "background",
-    "isolation",
-    "color",
-    "memory",
-    "hooks",
-    "mcpServers",
-    "skills",
-    "unknownKey",
-]
+FIELDS = [*sorted(KNOWN_FIELDS), "unknownKey"]
 ALPHABET = string.printable + ":-[]{}*&!|>'\"#%@`\n\t ,?\x00\x7f\u2028é"
 
 

@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 import os
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from cli_helpers import CliRun, run_script, write_script
+from cli_helpers import CliRun, run_cli, run_script, write_script
 from subagents.config_files import MAX_CONFIG_BYTES
 
 GOOD = "---\nname: good\ndescription: a fine agent\n---\nbody\n"
@@ -35,19 +33,8 @@ def _limited() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
 
-def cli(*args: str, cwd: Path, timeout: float = 30) -> CliRun:
-    env = {**os.environ, "HOME": str(cwd / "home")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "subagents", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        preexec_fn=_limited,
-        check=False,
-    )
-    return CliRun(proc.returncode, proc.stdout, proc.stderr)
+def cli(*args: str, cwd: Path) -> CliRun:
+    return run_cli(*args, cwd=cwd, env={"HOME": str(cwd / "home")}, timeout=30, preexec_fn=_limited)
 
 
 @pytest.fixture
