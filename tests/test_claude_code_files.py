@@ -314,3 +314,26 @@ def test_a_name_that_is_not_a_file_name_is_never_used_as_a_path(tmp_path: Path) 
     assert outside == []
     assert not any(p.name == "x" for p in created), "the name became a path"
     assert any(child["agentId"] in p.name for p in created if p.is_relative_to(home))
+
+
+def test_an_agent_whose_hooks_are_malformed_refuses_to_start(tmp_path: Path) -> None:
+    """Claude Code drops malformed frontmatter hooks and runs the agent unguarded; here it lists
+    (with a warning) but refuses to start until they are fixed."""
+    folder = tmp_path / ".claude" / "agents"
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURES / "agents" / "hooks-malformed.md", folder / "hooks-malformed.md")
+    call = tool_call("Agent", description="d", prompt="p", subagent_type="hooks-malformed")
+    script = write_script(
+        tmp_path,
+        [
+            {"agent_type": "main", "turns": [{"tool_calls": [call]}, {"text": "{{tool_results}}"}]},
+            {"agent_type": "hooks-malformed", "turns": [{"text": "child ran"}]},
+        ],
+    )
+    run = run_script(script, tmp_path, env={"HOME": str(tmp_path / "home")})
+    assert run.code == 0, run.stderr
+    result = run.json()
+    assert "hooks.PreToolUse[0].hooks[0].command: field required" in result["result"]
+    assert "child ran" not in result["result"]
+    assert len(result["agents"]) == 1, "the child never started"
+    assert any("refuse to start until its hooks are fixed" in w for w in result["warnings"])
