@@ -407,6 +407,8 @@ class Session:
         for error in definitions.errors:
             if str(error) not in old:
                 self.warn(f"agent definition skipped: {error}")
+        for warning in definitions.warnings:
+            self.warn(warning)  # an identical earlier warning is not repeated
 
     def _history(
         self, prompt: str, reminders: TurnReminders | None = None

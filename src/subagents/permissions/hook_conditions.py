@@ -12,7 +12,6 @@ a permission: every doubt runs the hook, which then decides.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Final
@@ -28,10 +27,9 @@ from subagents.permissions.rules import (
     parse_rule,
     rule_matches,
 )
-from subagents.tools.bash_parse import split_commands
+from subagents.tools.bash_parse import parse_script
 
 _AGENT_ALIASES: Final = ("Agent", "Task")
-_ASSIGNMENT: Final = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=(?:'[^']*'|\"[^\"]*\"|\S)*\s+)+")
 _EXPANSION: Final = re.compile(r"\$[({A-Za-z_]|`")
 
 
@@ -65,16 +63,18 @@ def bash_condition(spec: str, command: str) -> bool:
     names_more_than_command = len(spec.removesuffix(":*").removesuffix(" *").split()) > 1
     if names_more_than_command and _EXPANSION.search(command):
         return True  # what `$(...)` or `$VAR` expands to cannot be seen
-    try:
-        shlex.split(command)
-        parts = split_commands(command) or [command]
-    except ValueError:
+    script = parse_script(command)  # every simple command, substitutions included
+    if script.opaque:
         return True  # cannot be read: run the hook, let it decide
-    for part in (*parts, command):
-        simple = _ASSIGNMENT.sub("", part.strip())
-        if simple.startswith(("$", "`")):
-            return True  # a dynamic command name
-        if bash_specifier_matches(spec, simple):
+    if bash_specifier_matches(spec, command):
+        return True
+    for simple in script.commands:
+        if not simple.words:
+            continue  # assignments only
+        if simple.words[0].dynamic:
+            return True  # a dynamic command name (`$TOOL git push`)
+        # Leading `VAR=value` assignments are not words: the command starts at its program.
+        if bash_specifier_matches(spec, " ".join(word.text for word in simple.words)):
             return True
     return False
 
