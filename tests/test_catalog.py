@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from cli_helpers import agent_call, recorded, run_script, tool_call, write_script
+from subagents.agents.agent_file import parse_agent_markdown
 from subagents.agents.catalog import agent_allow_list, render_catalog, spawnable
 from subagents.agents.definitions import DefinitionSet, load_definitions
-from subagents.agents.schema import AgentDefinition, parse_agent_markdown
+from subagents.agents.schema import AgentDefinition
 
 REVIEWER = {
     "reviewer": {
