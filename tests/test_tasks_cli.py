@@ -110,7 +110,9 @@ def test_stop_from_another_process_reaches_the_owner_within_a_second(tmp_path: P
         stop = run_cli("tasks", "stop", task_id, "--json", cwd=tmp_path)
         assert stop.code == 0, stop.stderr
         assert json.loads(stop.stdout)["status"] == "killed"
-        assert time.monotonic() - started < 3
+        # Far below the child's 30 s script: the stop reached the owner, it did not run out. The
+        # bound is loose because two CLI start-ups under a loaded machine take seconds.
+        assert time.monotonic() - started < 15
         out, _err = owner.communicate(timeout=20)
     finally:
         if owner.poll() is None:
