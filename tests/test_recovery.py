@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from subagents.agents.orphan_processes import pids_path, record_group
+from subagents.agents.orphan_processes import is_our_group, pids_path, record_group
 from subagents.agents.recovery import (
     INTERRUPTED_CALL_TEXT,
     INTERRUPTED_ERROR,
@@ -290,6 +291,24 @@ def test_leftover_process_group_is_killed_but_a_reused_pid_is_spared(
         for proc in (leftover, stranger):
             proc.kill()
             proc.wait()
+
+
+def test_a_killed_but_unreaped_leader_is_not_a_surviving_group() -> None:
+    """A zombie leader keeps its PID and start identity until reaped; it is not a survivor."""
+    leader = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        identity = start_identity(leader.pid)
+        assert is_our_group(leader.pid, identity)
+        os.kill(leader.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{leader.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the leader never became a zombie"
+            time.sleep(0.01)
+        assert start_identity(leader.pid) == identity  # still there, unreaped
+        assert not is_our_group(leader.pid, identity)
+    finally:
+        leader.kill()
+        leader.wait()
 
 
 def test_recovered_children_get_their_subagent_stop(project: ProjectState) -> None:

@@ -8,7 +8,8 @@ after a crash only the disk remembers them. So every group a child's tracker add
 
 Recovery (``kill_leftovers``) never trusts the number alone — a PID is reused sooner or later:
 
-* the leader still exists with the recorded start identity → the group is ours: kill it;
+* the leader still exists with the recorded start identity → the group is ours: kill it (unless
+  the leader is an unreaped zombie and no member is alive: then nothing is left to kill);
 * the leader exists with another identity → a stranger reuses the PID: leave it alone;
 * the leader is gone but the group still has members → kill it: Linux does not hand out a number
   still in use as a process-group id, so the group can only be the one we recorded;
@@ -105,7 +106,11 @@ def _live_member(stat_path: Path, pgid: int) -> bool:
 def is_our_group(pgid: int, identity: str | None) -> bool:
     """Whether ``pgid`` is still the group we recorded (see the module docstring)."""
     if pid_exists(pgid):
-        return identity is not None and start_identity(pgid) == identity
+        if identity is None or start_identity(pgid) != identity:
+            return False
+        # A killed leader nothing has reaped yet is a zombie: still "existing", same identity,
+        # yet nothing of the group may be alive any more.
+        return _live_member(Path(f"/proc/{pgid}/stat"), pgid) or group_has_members(pgid)
     return group_has_members(pgid)
 
 
