@@ -337,3 +337,52 @@ def test_an_agent_whose_hooks_are_malformed_refuses_to_start(tmp_path: Path) -> 
     assert "child ran" not in result["result"]
     assert len(result["agents"]) == 1, "the child never started"
     assert any("refuse to start until its hooks are fixed" in w for w in result["warnings"])
+
+
+def _strings(value: object) -> list[str]:
+    """Every string inside a recorded request (its system text, messages and tool schemas)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _strings(item)]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def test_the_model_reads_an_unescaped_description(tmp_path: Path) -> None:
+    """143 public files write `\\n` in a one-line description; it is a line break, not text."""
+    folder = tmp_path / ".claude" / "agents"
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURES / "agents" / "newline-plain.md", folder / "newline-plain.md")
+    script = write_script(tmp_path, [{"agent_type": "main", "turns": [{"text": "done"}]}])
+    run = run_script(script, tmp_path, env={"HOME": str(tmp_path / "home")})
+    assert run.code == 0, run.stderr
+    [request] = recorded(tmp_path)
+    seen = [s for s in _strings(request) if "Use for reviews." in s]
+    assert seen, "the definition reached the model"
+    # The catalog gives each type one line, so the unescaped breaks show as spaces there;
+    # before, the model read a backslash and an n.
+    assert all(
+        "- newline-plain: Use for reviews. Examples: - a diff (tools: Read)" in s for s in seen
+    )
+    assert not any("\\n" in s for s in seen), seen
+
+
+def test_default_mode_auto_runs_and_behaves_as_default(tmp_path: Path) -> None:
+    """No classifier is built here: a call that needs approval is asked, denied headless."""
+    write = tool_call("Write", file_path=str(tmp_path / "a.txt"), content="x")
+    script = write_script(
+        tmp_path,
+        [{"agent_type": "main", "turns": [{"tool_calls": [write]}, {"text": "{{tool_results}}"}]}],
+    )
+    env = {"HOME": str(tmp_path / "home")}
+    settings = FIXTURES / "settings" / "default-mode-auto.json"
+    auto = run_script(script, tmp_path, "--settings", str(settings), env=env)
+    assert auto.code == 0, auto.stderr
+    assert not (tmp_path / "a.txt").exists()
+    default = run_script(script, tmp_path, "--permission-mode", "default", env=env)
+    assert auto.json()["result"] == default.json()["result"]
+    assert "needs approval" in auto.json()["result"]
+    [warning] = auto.json()["warnings"]
+    assert "behaves as 'default'" in warning

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import CliRun, run_cli, run_script, write_script
+from cli_helpers import CliRun, recorded, run_cli, run_script, tool_call, write_script
 from subagents.config_files import MAX_CONFIG_BYTES
 
 GOOD = "---\nname: good\ndescription: a fine agent\n---\nbody\n"
@@ -121,3 +121,41 @@ def test_oversized_or_deep_settings_refuse_to_start(tmp_path: Path) -> None:
     deep.write_text('{"x": ' + "[" * 100_000 + "]" * 100_000 + "}")
     run = _settings_run(tmp_path, "--settings", str(deep))
     assert run.code == 2 and "nested deeper than 64 levels" in run.stderr
+
+
+def test_a_fifo_in_the_project_never_hangs_a_file_tool(tmp_path: Path) -> None:
+    """Read, Write, Edit and Grep on a FIFO (nobody writes to it) each answer with an error
+    and the run ends; Grep walking the tree skips it."""
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    (tmp_path / "note.txt").write_text("needle here\n")
+    calls = [
+        tool_call("Read", file_path=str(fifo)),
+        tool_call("Write", file_path=str(fifo), content="x"),
+        tool_call("Edit", file_path=str(fifo), old_string="a", new_string="b"),
+        tool_call("Grep", pattern="needle", path=str(fifo)),
+        tool_call("Grep", pattern="needle", output_mode="files_with_matches"),
+    ]
+    turns = [{"tool_calls": [call]} for call in calls]
+    script = write_script(
+        tmp_path, [{"agent_type": "main", "turns": [*turns, {"text": "finished"}]}]
+    )
+    run = run_script(
+        script, tmp_path, "--permission-mode", "bypassPermissions", env={"HOME": str(tmp_path)}
+    )
+    assert run.code == 0, run.stderr
+    assert run.json()["result"] == "finished"
+    results = [
+        block
+        for request in recorded(tmp_path)[1:]
+        for message in request["messages"][-1:]
+        for block in message["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+    assert len(results) == len(calls)
+    *on_fifo, walk = results
+    for call, result in zip(calls, on_fifo, strict=False):
+        assert result.get("is_error"), (call["name"], result)
+    assert "note.txt" in json.dumps(walk["content"]) and "pipe.txt" not in json.dumps(
+        walk["content"]
+    )
