@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from cli_helpers import recorded, run_cli, run_script, tool_call, write_script
+from subagents import Event, InitEvent, ScriptedModel, Session, SessionOptions, SystemEvent
 from subagents.cli.headless import run_headless
 from subagents.cli.main import build_parser, main
 
@@ -386,3 +387,29 @@ def test_default_mode_auto_runs_and_behaves_as_default(tmp_path: Path) -> None:
     assert "needs approval" in auto.json()["result"]
     [warning] = auto.json()["warnings"]
     assert "behaves as 'default'" in warning
+
+
+async def test_a_library_session_hands_every_warning_to_its_caller(tmp_path: Path) -> None:
+    """The Session API: `Session.warnings` from construction on, then `system`/`warning`
+    events right after `init`, then the result payload's `warnings`."""
+    folder = tmp_path / ".claude" / "agents"
+    folder.mkdir(parents=True)
+    (folder / "odd.md").write_text("---\nname: odd\ndescription: d\nmaxTurns: 0\n---\nbody\n")
+    script = {"agents": [{"agent_type": "main", "turns": [{"text": "done"}]}]}
+    options = SessionOptions(
+        model=ScriptedModel.from_dict(script),
+        cwd=tmp_path,
+        home=tmp_path / "home",
+        settings_file=WARNED,
+    )
+    session = Session(options)
+    expected = [*SETTINGS["unsupported-events.json"]["warn"], "maxTurns: 0 is not a positive"]
+    assert len(session.warnings) == len(expected)
+    for want in expected:
+        assert any(want in warning for warning in session.warnings), want
+    events: list[Event] = []
+    result = await session.run("go", on_event=events.append)
+    assert isinstance(events[0], InitEvent)
+    shown = [e for e in events[1 : 1 + len(expected)] if isinstance(e, SystemEvent)]
+    assert [e.data["message"] for e in shown if e.subtype == "warning"] == session.warnings
+    assert result.payload["warnings"] == session.warnings
