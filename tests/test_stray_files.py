@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import CliRun, recorded, run_cli, run_script, tool_call, write_script
+from cli_helpers import (
+    CliRun,
+    recorded,
+    run_cli,
+    run_script,
+    script_args,
+    tool_call,
+    write_script,
+)
 from subagents.config_files import MAX_CONFIG_BYTES
 
 GOOD = "---\nname: good\ndescription: a fine agent\n---\nbody\n"
@@ -59,6 +67,12 @@ def test_deep_yaml_and_an_alias_bomb_cost_only_their_own_file(agents: Path) -> N
     assert f"error: {agents / 'bomb.md'}: frontmatter: invalid YAML: aliases expand" in run.stderr
     show = cli("agents", "show", "bomb", "--json", cwd=agents.parent.parent)
     assert show.code == 1 and "unknown agent type 'bomb'" in show.stderr, show.stderr
+    project = agents.parent.parent
+    script = write_script(project, [{"agent_type": "main", "turns": [{"text": "done"}]}])
+    run = cli(*script_args(script, output_format="json", prompt="go"), cwd=project)
+    assert run.code == 0, run.stderr
+    assert run.json()["result"] == "done"
+    assert sum("nested deeper" in w or "aliases expand" in w for w in run.json()["warnings"]) == 2
 
 
 def test_symlink_loops_dangling_links_and_special_files_are_skipped(agents: Path) -> None:
