@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("hooks", ("subagents.hooks",)),
     ("worktrees", ("subagents.worktrees",)),
     ("tools and permissions", ("subagents.tools", "subagents.permissions")),
+    ("MCP servers", ("subagents.mcp",)),
     ("the loop", ("subagents.loop",)),
     ("the sub-agent system", ("subagents.agents",)),
     ("telemetry", ("subagents.telemetry",)),

@@ -39,9 +39,11 @@ class InitEvent:
     cwd: str
     tools: list[str]
     agent: AgentRef
+    mcp_servers: list[dict[str, str]] = field(default_factory=list)
+    """``{name, status}`` of each configured MCP server (Claude Code's init field)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        line = {
             "type": "system",
             "subtype": "init",
             "session_id": self.session_id,
@@ -50,6 +52,9 @@ class InitEvent:
             "tools": self.tools,
             **self.agent.to_dict(),
         }
+        if self.mcp_servers:
+            line["mcp_servers"] = self.mcp_servers
+        return line
 
 
 @dataclass(kw_only=True, slots=True)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from subagents.abort import AbortSignal
 from subagents.agents import recovery
@@ -24,6 +24,12 @@ from subagents.agents.agent_tool import AgentTool
 from subagents.agents.catalog import DefinitionWatch, definition_folders
 from subagents.agents.children import Children
 from subagents.agents.definitions import DefinitionSet, load_definitions
+from subagents.agents.mcp_scope import (
+    close_session_servers,
+    load_session_config,
+    reap_session_servers,
+    session_servers,
+)
 from subagents.agents.plan_mode import ExitPlanModeTool
 from subagents.agents.project_context import load_project_context
 from subagents.agents.prompts import (
@@ -74,6 +80,9 @@ from subagents.tools.task_stop import TaskStopTool
 from subagents.tools.todo import TodoBoard, TodoWriteTool
 from subagents.tools.web_search import SearchBackend, WebSearchTool
 from subagents.tools.worktree_tools import EnterWorktreeTool, ExitWorktreeTool, WorktreeSession
+
+if TYPE_CHECKING:
+    from subagents.mcp.sdk_bridge import SdkMessenger
 
 SUBTYPES = {
     "completed": "success",
@@ -132,6 +141,14 @@ class SessionOptions:
     """Where sidecar records go (default: ``FileStore`` under ``SUBAGENTS_HOME``)."""
     web_search: SearchBackend | None = None
     """The search engine behind ``WebSearch``; without one the tool says none is configured."""
+    mcp_config: Sequence[str] = ()
+    """``--mcp-config`` values: each a file or an inline JSON ``{"mcpServers": {...}}``."""
+    strict_mcp_config: bool = False
+    """Use only ``mcp_config`` and ``mcp_servers`` (``--strict-mcp-config``)."""
+    mcp_servers: Mapping[str, Any] | None = None
+    """More MCP servers by name: ``{command, args, env}`` or ``{type, url, headers}``."""
+    mcp_sdk: SdkMessenger | None = None
+    """Reaches the in-process MCP servers of a claude-agent-sdk program (headless protocol)."""
     background_wait_ms: int | None = None
     """How long the main agent waits for background children after its final answer
     (default ``SUBAGENTS_PRINT_BG_WAIT_MS``, 10 min; 0 = do not wait)."""
@@ -208,6 +225,7 @@ class Session:
         self.runtime.permissions = self.permissions
         self.runtime.hooks = self._hooks(self.settings)
         self.observer = self.runtime.observer = options.observer or self._telemetry()
+        self._mcp_warnings = self._mcp_servers()
         self.verification = install_verification(self.runtime, self.inbox)
         self.todos = TodoBoard()
         self.runtime.on_child_done.append(lambda run: self.todos.clear(run.agent_id))
@@ -249,6 +267,24 @@ class Session:
             extra_file=self.options.settings_file,
             trusted=self.options.trusted,
         )
+
+    def _mcp_servers(self) -> list[str]:
+        """The session's MCP servers (started by the run); returns the configuration's warnings."""
+        options = self.options
+        config = load_session_config(
+            cwd=self.cwd,
+            state=self.state,
+            settings=self.settings.values,
+            cli_configs=options.mcp_config,
+            extra=options.mcp_servers,
+            strict=options.strict_mcp_config or not options.load_settings,
+            trusted=options.trusted,
+        )
+        self.runtime.mcp = session_servers(
+            config, cwd=self.cwd, state=self.state, session_id=self.session_id,
+            sdk=options.mcp_sdk, warn=self._warn,
+        )  # fmt: skip
+        return config.warnings
 
     def _permissions(self, settings: Settings) -> PermissionChecker:
         mode = parse_mode(self.options.permission_mode) if self.options.permission_mode else None
@@ -352,9 +388,10 @@ class Session:
         self.runtime.sink = sink
 
     def main_tools(self) -> list[Tool[Any]]:
+        mcp = self.runtime.mcp.tools() if self.runtime.mcp is not None else []
         if self.options.tools is not None:
-            return [*self.options.tools, *self.options.extra_tools]
-        return [*self._builtin_tools(), *self.options.extra_tools]
+            return [*self.options.tools, *self.options.extra_tools, *mcp]
+        return [*self._builtin_tools(), *self.options.extra_tools, *mcp]
 
     def _builtin_tools(self) -> list[Tool[Any]]:
         from subagents.tools import core_tools
@@ -462,6 +499,7 @@ class Session:
                 observation.end(None)
 
     async def _run_observed(self, prompt: str) -> SessionResult:
+        await self._start_mcp()
         tools = self.main_tools()
         names = [t.name for t in tools]
         ref = AgentRef(agent_id=self.session_id, agent_type="main")
@@ -475,6 +513,7 @@ class Session:
                 cwd=str(self.cwd),
                 tools=names,
                 agent=ref,
+                mcp_servers=self.runtime.mcp.statuses() if self.runtime.mcp is not None else [],
             )
         )
         self._warnings_live = True
@@ -550,6 +589,14 @@ class Session:
         self._release()
         return result
 
+    async def _start_mcp(self) -> None:
+        """Kill what a crashed session left running, then start this session's servers."""
+        for warning in self._mcp_warnings:
+            self._warn(warning)
+        reap_session_servers(self.state)
+        if self.runtime.mcp is not None:
+            await self.runtime.mcp.start()
+
     def _release(self) -> None:
         """The run is over: cut the session's reference cycles (callbacks between the
         runtime, the managers, the registry and the inbox), so all it built — fifty children's
@@ -577,6 +624,7 @@ class Session:
         """Shutdown kills every task still running: background agents and shells."""
         await self.background.shutdown()
         await self.shells.shutdown()
+        await close_session_servers(self.runtime.mcp, self.state, self.session_id)
         await self.background.drain_writes()
         if self.background.records is not None:
             await self.background.records.drain()

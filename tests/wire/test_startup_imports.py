@@ -37,6 +37,12 @@ NEVER = {
     "subagents.models.local_install",
     "urllib.request",
     "http.client",
+    "mcp",
+    "mcp_types",
+    "jsonschema",
+    "subagents.mcp.entries",
+    "subagents.mcp.connection",
+    "subagents.mcp.servers",
 }
 """Not loaded by a one-turn ``-p`` run on the Anthropic or the scripted path."""
 NEVER_PREFIXES = ("opentelemetry", "subagents.telemetry", "google.protobuf", "requests")

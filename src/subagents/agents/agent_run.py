@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from subagents.agents.schema import AgentDefinition
 from subagents.events import AgentRef
@@ -38,6 +38,9 @@ from subagents.permissions.checker import PermissionChecker
 from subagents.store.transcript import TranscriptWriter
 from subagents.tools.base import Tool, ToolContext
 from subagents.worktrees.git import Worktree
+
+if TYPE_CHECKING:
+    from subagents.mcp.servers import McpScope
 
 AgentStatus = Literal["running", "completed", "failed", "killed"]
 
@@ -147,6 +150,8 @@ class AgentJob:
     restate: Callable[[], list[ContentBlock]] | None = None
     """Standing context a compacted history starts with again (``TurnReminders``)."""
     """Blocks for each user message the loop builds: catalog changes, critical reminder."""
+    mcp: McpScope | None = None
+    """The child's own MCP servers; closed when it ends (``child_run.run_child``)."""
     logged_messages: int = 0
     """Leading ``messages`` already in the transcript (a resumed session's history), so they
     are not written twice."""

@@ -23,10 +23,12 @@ from subagents.agents.assembly import assemble
 from subagents.agents.catalog import spawn_refusal, spawnable
 from subagents.agents.fork import FORK_AGENT_TYPE, FORK_IN_FORK_ERROR, fork_spec
 from subagents.agents.fresh import ChildRequest, definition_spec
+from subagents.agents.mcp_scope import attach_child_servers
 from subagents.agents.resume import refuse_overrides, resume_spec, settle_writes
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition
 from subagents.agents.services import SessionServices
+from subagents.agents.spec import ChildSpec
 from subagents.agents.synthesis import run_parallel_with_synthesis
 from subagents.ids import new_id
 from subagents.models.base import ToolSchema
@@ -41,7 +43,12 @@ from subagents.tools.base import (
     input_json_schema,
 )
 from subagents.worktrees.commands import create_isolated
-from subagents.worktrees.git import WorktreeError, isolated_roots, working_dir_in
+from subagents.worktrees.git import (
+    WorktreeError,
+    finish_worktree,
+    isolated_roots,
+    working_dir_in,
+)
 
 PermissionModeName = Literal["acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"]
 
@@ -162,8 +169,8 @@ class AgentTool(Tool[AgentInput]):
                 services, ctx, frame, request, runtime.config.parallel_tasks_count, info
             )
         await self._place(request, args, definition, runtime, ctx)
-        job = assemble(runtime, ctx, frame, definition_spec(runtime, ctx, frame, request))
-        return await _run(services, job, info, background, name=args.name)
+        spec = definition_spec(runtime, ctx, frame, request)
+        return await _launch(services, ctx, frame, spec, info, name=args.name)
 
     async def _place(
         self,
@@ -222,8 +229,7 @@ class AgentTool(Tool[AgentInput]):
             background=background,
             tool_use_id=info.tool_use_id,
         )
-        job = assemble(services.runtime, ctx, frame, spec)
-        return await _run(services, job, info, background, name=args.name)
+        return await _launch(services, ctx, frame, spec, info, name=args.name)
 
     def _background(
         self, args: AgentInput, definition: AgentDefinition | None, runtime: AgentRuntime
@@ -267,6 +273,33 @@ async def _run(
     if background:
         return services.launch(job, name=name)
     return await services.run_foreground(job, info, name=name)
+
+
+async def _launch(
+    services: SessionServices,
+    ctx: ToolContext,
+    frame: AgentFrame,
+    spec: ChildSpec,
+    info: CallInfo,
+    *,
+    name: str | None,
+) -> ToolOutput:
+    """Start the child's own MCP servers (``requiredMcpServers`` may refuse the spawn), then
+    assemble and run it. Until the child runs, its servers and worktree are ours to clean up."""
+    runtime = services.runtime
+    try:
+        await attach_child_servers(runtime, spec)
+    except ToolError:
+        if spec.workspace.worktree is not None:
+            await finish_worktree(spec.workspace.worktree, success=True)
+        raise
+    try:
+        job = assemble(runtime, ctx, frame, spec)
+        return await _run(services, job, info, spec.background, name=name)
+    except BaseException:
+        if spec.mcp is not None:
+            await spec.mcp.close()  # idempotent: a child that ran has closed it already
+        raise
 
 
 def _checked_cwd(raw: str, ctx: ToolContext) -> Path:

@@ -91,6 +91,7 @@ def assemble(
         compaction=runtime.compaction_policy(spec.model),
         task_text=spec.task_text,
         memory_only=spec.memory_only,
+        mcp=spec.mcp,
     )
 
 

@@ -40,6 +40,8 @@ async def run_child(runtime: AgentRuntime, job: AgentJob) -> LoopOutcome:
         abort = job.ctx.abort
         if isinstance(abort, LinkedAbortSignal):
             abort.unlink()  # the parent's signal forgets a child that has ended
+        if job.mcp is not None:
+            await job.mcp.close()  # the child's own MCP servers: their processes end here
         if job.worktree is not None:
             await _settle_worktree(job)
         if hooks is not None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from subagents.agents.agent_run import AgentFrame
 from subagents.agents.assembly import assemble
 from subagents.agents.children import Children
+from subagents.agents.mcp_scope import attach_child_servers
 from subagents.agents.notifications import escape_runtime_tags
 from subagents.agents.resume import resume_spec, session_store, settle_writes
 from subagents.agents.runtime import AgentRuntime
@@ -108,7 +109,13 @@ async def _resume_with(
         description=args.summary or f"message to {target}",
         background=True,
     )
-    job = assemble(runtime, ctx, frame, spec)
+    await attach_child_servers(runtime, spec)  # its definition's own MCP servers, again
+    try:
+        job = assemble(runtime, ctx, frame, spec)
+    except BaseException:
+        if spec.mcp is not None:
+            await spec.mcp.close()
+        raise
     names = sorted({n for n, i in children.names.items() if i == agent_id or n == target})
     launched = children.launch(job, name=names[0] if names else None)
     for name in names[1:]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from subagents.agents.agent_run import AgentRun
 from subagents.agents.catalog import DefinitionWatch
@@ -30,6 +31,9 @@ from subagents.models.retry import ModelCaller, ObservedModelCaller, RetryPolicy
 from subagents.observe import RunObserver
 from subagents.permissions.checker import PermissionChecker
 from subagents.state import ProjectState
+
+if TYPE_CHECKING:
+    from subagents.mcp.servers import McpServers
 
 
 @dataclass(kw_only=True)
@@ -52,6 +56,8 @@ class AgentRuntime:
     """The session's permission checker, when configured."""
     hooks: HookEngine | None = None
     """The session's hook engine, when configured."""
+    mcp: McpServers | None = None
+    """The session's MCP servers, when any is configured (``agents.mcp_scope``)."""
     agents: list[AgentRun] = field(default_factory=list)
     running_children: int = 0
     sink: EventSink = discard

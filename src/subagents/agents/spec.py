@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from subagents.agents.memory import AgentMemory
 from subagents.agents.schema import AgentDefinition
@@ -47,6 +47,9 @@ from subagents.permissions.modes import PermissionMode
 from subagents.store.records import Lineage
 from subagents.tools.base import Tool
 from subagents.worktrees.git import Worktree
+
+if TYPE_CHECKING:
+    from subagents.mcp.servers import McpScope
 
 ChildKind = Literal["fresh", "fork", "resume"]
 
@@ -110,6 +113,9 @@ class ChildSpec:
     use whatever its mode; the index is already in ``system`` for a fresh child."""
     memory_only: frozenset[str] = frozenset()
     """Tools the child holds only for its memory: they work only inside that folder."""
+    mcp: McpScope | None = None
+    """The definition's own MCP servers, started for this child (``agents.mcp_scope``); the
+    job owns them and ``child_run.run_child`` closes them."""
 
     def tool_names(self) -> list[str]:
         return [tool.name for tool in self.tools]

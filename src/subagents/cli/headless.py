@@ -92,6 +92,8 @@ def _session_from_args(args: argparse.Namespace) -> Session:
             Path(args.system_prompt_file).expanduser() if args.system_prompt_file else None
         ),
         append_system_prompt=args.append_system_prompt,
+        mcp_config=tuple(args.mcp_config),
+        strict_mcp_config=args.strict_mcp_config,
     )
     return Session(options)
 

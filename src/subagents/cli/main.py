@@ -12,9 +12,10 @@ import sys
 from collections.abc import Sequence
 
 from subagents import __version__
+from subagents.cli.mcp_cmd import add_mcp_arguments
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
-SUBCOMMAND_MODULES = ("agents_cmd", "tasks_cmd", "model_cmd", "worktrees_cmd")
+SUBCOMMAND_MODULES = ("agents_cmd", "tasks_cmd", "model_cmd", "worktrees_cmd", "mcp_cmd")
 PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "dontAsk", "plan")
 
 
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue the project's latest session",
     )
     parser.add_argument("--verbose", action="store_true", help="show child progress lines")
+    add_mcp_arguments(parser)
     prompts = parser.add_mutually_exclusive_group()
     prompts.add_argument("--system-prompt", metavar="TEXT", help="replace the system prompt")
     prompts.add_argument("--system-prompt-file", metavar="FILE", help="replace it from a file")

@@ -30,6 +30,7 @@ from subagents.tools.base import (
     Tool,
     ToolContext,
     ToolError,
+    ToolInputError,
     ToolOutput,
     truncate,
 )
@@ -93,9 +94,12 @@ def prepare_calls(
             prepared.append(_invalid(index, block, None, error))
             continue
         try:
-            args = tool.input_model.model_validate(block["input"])
+            args = tool.parse_input(block["input"])
         except ValidationError as exc:
             prepared.append(_invalid(index, block, tool, format_validation_error(tool.name, exc)))
+            continue
+        except ToolInputError as exc:
+            prepared.append(_invalid(index, block, tool, str(exc)))
             continue
         safe = _safe_flag(tool, args)
         prepared.append(
@@ -230,6 +234,8 @@ async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
         output = ToolOutput(content=str(exc), is_error=True)
     except ValidationError as exc:
         output = ToolOutput(content=format_validation_error(name, exc), is_error=True)
+    except ToolInputError as exc:
+        output = ToolOutput(content=str(exc), is_error=True)
     except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:
@@ -265,7 +271,14 @@ async def _authorize(
             return args, f"Blocked by PreToolUse hook: {verdict.reason or 'denied'}", extra
         if verdict.updated_input is not None:
             try:
-                args = tool.input_model.model_validate(verdict.updated_input)
+                args = tool.parse_input(verdict.updated_input)
+            except ToolInputError as exc:
+                problem = str(exc).partition("\n")[2] or str(exc)
+                return (
+                    args,
+                    f"A PreToolUse hook returned an invalid updatedInput:\n{problem}",
+                    extra,
+                )
             except ValidationError as exc:
                 problem = format_validation_error(tool.name, exc).partition("\n")[2]
                 return (
@@ -292,13 +305,13 @@ async def _check_rules(
         if result.behavior == "deny":
             return args, result.message or f"Permission to use {tool.name} was denied."
         if result.updated_input is not None:
-            args = tool.input_model.model_validate(result.updated_input)
+            args = tool.parse_input(result.updated_input)
     if ctx.can_use_tool is not None and tool.requires_permission:
         decision = await ctx.can_use_tool(tool, args, ctx)
         if decision.behavior != "allow":
             return args, decision.message or f"Permission to use {tool.name} was denied."
         if decision.updated_input is not None:
-            args = tool.input_model.model_validate(decision.updated_input)
+            args = tool.parse_input(decision.updated_input)
     return args, None
 
 

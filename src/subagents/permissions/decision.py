@@ -8,7 +8,7 @@ Order (first that applies wins):
 4. an ``ask`` rule matches → ask (even in ``bypassPermissions``: the user asked to be asked);
 5. ``bypassPermissions`` → allow;
 6. an ``allow`` rule matches → allow;
-7. the call is read-only → allow;
+7. the call is read-only (and the tool's own claim: not an MCP server's hint) → allow;
 8. ``acceptEdits`` and a file edit inside the working roots → allow;
 9. otherwise → ask.
 
@@ -109,7 +109,8 @@ async def decide_off_loop(
 def _decide_tool(
     context: PermissionContext, tool: Tool[Any], args: BaseModel, ctx: ToolContext
 ) -> Decision:
-    if not context.deny and not context.ask and tool.is_read_only(args):
+    grants = tool.read_only_grants  # False: the read-only claim is a server's, not ours
+    if grants and not context.deny and not context.ask and tool.is_read_only(args):
         return _ALLOW  # the common case, on every call: no rule can change the verdict
     names = (tool.name, *tool.aliases)
     subject = describe_call(tool.name, args, ctx)
@@ -129,7 +130,7 @@ def _decide_tool(
         return Decision(behavior="allow", subject=subject)
     if rule := first(context.allow):  # named, so telemetry can say which rule allowed it
         return Decision(behavior="allow", subject=subject, rule=rule)
-    if read_only:
+    if read_only and grants:
         return Decision(behavior="allow", subject=subject)
     if context.mode == "acceptEdits" and _edit_inside_roots(tool, args, ctx):
         return Decision(behavior="allow", subject=subject)

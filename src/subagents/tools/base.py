@@ -54,6 +54,11 @@ class ToolError(Exception):
     """A tool's expected failure; its message goes to the model as an ``is_error`` result."""
 
 
+class ToolInputError(ValueError):
+    """Input a tool's ``parse_input`` rejected; the message names the fields (as the model needs
+    to fix its call), in the same shape as a pydantic validation error's."""
+
+
 @dataclass(kw_only=True, slots=True)
 class ToolOutput:
     """What a call produced. ``metadata`` carries structured facts (exit codes, files changed)."""
@@ -244,18 +249,29 @@ class ToolContext:
 class Tool(ABC, Generic[InputT]):
     """Base class of every tool. Subclasses set the class variables and implement ``call``."""
 
-    name: ClassVar[str]
-    description: ClassVar[str]
+    name: str
+    """Set by the class; a tool whose name is only known at run time (an MCP server's) sets it
+    per instance."""
+    description: str
     input_model: ClassVar[type[BaseModel]]
     aliases: ClassVar[tuple[str, ...]] = ()
-    max_result_chars: ClassVar[int] = 30_000
+    max_result_chars: int = 30_000
     durable_call_identity: ClassVar[bool] = False
     """True when the call must be in the transcript before it runs: it starts something (a
     child agent) whose result a restart may need to adopt into this conversation."""
     requires_permission: ClassVar[bool] = True
     """False for tools that only steer the runtime (TaskStop): rules and modes do not apply."""
+    read_only_grants: ClassVar[bool] = True
+    """Whether a read-only call is allowed without a rule. False where ``is_read_only`` is
+    someone else's claim (an MCP server's ``readOnlyHint``): it still schedules the call as
+    read-only, but the call is asked for like any other."""
 
     _schema_cache: ClassVar[dict[type[Any], ToolSchema]] = {}
+
+    def parse_input(self, raw: dict[str, Any]) -> BaseModel:
+        """Validate the model's raw input (``ValidationError`` or ``ToolInputError`` when it is
+        not valid). Default: the input model; a tool with a run-time schema overrides it."""
+        return self.input_model.model_validate(raw)
 
     def is_read_only(self, args: InputT) -> bool:
         return False

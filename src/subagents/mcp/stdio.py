@@ -1,0 +1,211 @@
+"""The stdio transport: an MCP server as a subprocess we own, speaking over its stdin/stdout.
+
+The SDK's ``stdio_client`` does the same exchange but hides the process, and the runtime must
+know it: the process group is recorded durably as it starts (``on_spawn``), so a SIGKILL of the
+runtime cannot orphan it (recovery kills the recorded group), and its exit is watched so a
+crash is noticed at once, not at the next call. What is exchanged is the SDK's: one JSON-RPC
+message per line, parsed with ``mcp_types.jsonrpc_message_adapter`` into ``SessionMessage`` s on
+anyio memory streams, which the SDK's ``ClientSession`` reads and writes.
+
+The server runs in its own process group (``start_new_session``) with the runtime's environment
+plus the entry's ``env`` (as Claude Code passes it), in the session's working directory. Its
+stderr is not mixed into ours: the last ``STDERR_TAIL`` bytes are kept for error messages. Closing
+follows the MCP shutdown order — close stdin, wait, SIGTERM the group, wait, SIGKILL — in a task
+of its own that a second cancellation cannot stop halfway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from subagents.mcp.entry_models import StdioServer
+from subagents.processes import kill_group
+
+if TYPE_CHECKING:
+    from mcp.client._transport import TransportStreams
+
+MAX_LINE = 32 << 20
+"""Longest message line accepted from a server (32 MiB); a longer one ends the connection."""
+STDERR_TAIL = 4096
+EXIT_GRACE_S = 2.0
+"""How long a server has to exit after its stdin closes, and again after SIGTERM."""
+_POLL_S = 0.02
+
+
+@dataclass(kw_only=True)
+class ServerProcess:
+    """What the connection knows of a running stdio server."""
+
+    pid: int | None = None
+    returncode: int | None = None
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the server's output ended (it exited, or closed stdout)."""
+    problem: str | None = None
+    """Why the transport gave up on the server (an over-long line), if it did."""
+    _stderr: bytearray = field(default_factory=bytearray)
+
+    def stderr_tail(self) -> str:
+        return self._stderr.decode("utf-8", "replace").strip()
+
+    def add_stderr(self, data: bytes) -> None:
+        self._stderr += data
+        if len(self._stderr) > STDERR_TAIL:
+            del self._stderr[: len(self._stderr) - STDERR_TAIL]
+
+    def describe_end(self) -> str:
+        """How the server ended, for error messages: exit status, stderr tail."""
+        if self.problem is not None:
+            what = self.problem
+        elif self.returncode is None:
+            what = "closed its output"
+        elif self.returncode < 0:
+            what = f"was killed by signal {-self.returncode}"
+        else:
+            what = f"exited with status {self.returncode}"
+        tail = "\n".join(self.stderr_tail().splitlines()[-5:])[-600:]
+        return f"{what}; its last stderr lines: {tail}" if tail else what
+
+
+@asynccontextmanager
+async def stdio_transport(
+    entry: StdioServer,
+    *,
+    cwd: Path,
+    process: ServerProcess,
+    on_spawn: Callable[[int], None] | None = None,
+) -> AsyncIterator[TransportStreams]:
+    """Start the server and yield the SDK's stream pair; the server is dead when this exits."""
+    import anyio
+    from mcp.shared.message import SessionMessage
+
+    proc = await asyncio.create_subprocess_exec(
+        entry.command,
+        *entry.args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **entry.env},
+        cwd=cwd,
+        start_new_session=True,
+        limit=MAX_LINE,
+    )
+    process.pid = proc.pid
+    if on_spawn is not None:
+        on_spawn(proc.pid)
+    to_session, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    to_server, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+    tasks = [
+        asyncio.create_task(_read_stdout(proc, to_session, process), name=f"mcp-stdout:{proc.pid}"),
+        asyncio.create_task(_write_stdin(proc, from_session), name=f"mcp-stdin:{proc.pid}"),
+        asyncio.create_task(_read_stderr(proc, process), name=f"mcp-stderr:{proc.pid}"),
+    ]
+    try:
+        yield from_server, to_server
+    finally:
+        closing = asyncio.create_task(
+            _shutdown(proc, process, tasks, (from_server, to_server, to_session, from_session)),
+            name=f"mcp-close:{proc.pid}",
+        )
+        await _shielded(closing)
+
+
+async def _read_stdout(proc: Any, to_session: Any, process: ServerProcess) -> None:
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    try:
+        async with to_session:
+            while True:
+                try:
+                    line = await proc.stdout.readline()
+                except ValueError:  # a line past MAX_LINE: the stream cannot resync
+                    process.problem = f"sent a message line longer than {MAX_LINE} bytes"
+                    return
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    message: Any = SessionMessage(
+                        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    )
+                except ValueError as exc:  # the session surfaces it (as the SDK does)
+                    message = exc
+                await to_session.send(message)
+    except Exception:  # the session went away: only the exit watch below matters now
+        return
+    finally:
+        await _exited(proc, 1.0)  # for the exit status in messages; a held pipe only costs 1 s
+        process.returncode = proc.returncode
+        process.ended.set()
+
+
+async def _write_stdin(proc: Any, from_session: Any) -> None:
+    try:
+        async with from_session:
+            async for message in from_session:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                proc.stdin.write(data.encode() + b"\n")
+                await proc.stdin.drain()
+    except Exception:  # a closed pipe: the server is gone, the stdout side reports it
+        return
+
+
+async def _read_stderr(proc: Any, process: ServerProcess) -> None:
+    with contextlib.suppress(Exception):
+        while chunk := await proc.stderr.read(4096):
+            process.add_stderr(chunk)
+
+
+async def _shutdown(
+    proc: Any, process: ServerProcess, tasks: list[asyncio.Task[None]], streams: tuple[Any, ...]
+) -> None:
+    """MCP's shutdown order, every wait bounded; the group is dead when this returns."""
+    with contextlib.suppress(Exception):
+        proc.stdin.close()
+    if not await _exited(proc, EXIT_GRACE_S):
+        kill_group(proc.pid, signal.SIGTERM)
+        if not await _exited(proc, EXIT_GRACE_S):
+            kill_group(proc.pid, signal.SIGKILL)
+            await _exited(proc, EXIT_GRACE_S)
+    kill_group(proc.pid, signal.SIGKILL)  # whatever the server left running in its group
+    process.returncode = proc.returncode
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for stream in streams:
+        with contextlib.suppress(Exception):
+            await stream.aclose()
+    process.ended.set()
+
+
+async def _exited(proc: Any, wait_s: float) -> bool:
+    """Whether the process exited within ``wait_s``. Polls ``returncode``: ``wait()`` would also
+    wait for the pipes, which a grandchild of the server may hold open."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while proc.returncode is None:
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(_POLL_S)
+    return True
+
+
+async def _shielded(task: asyncio.Task[None]) -> None:
+    """Wait for ``task`` even when cancelled meanwhile (then re-raise once it is done)."""
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
