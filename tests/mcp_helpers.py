@@ -38,10 +38,11 @@ def project(tmp_path: Path, servers: dict[str, Any], *, allow: list[str] | None 
 
 
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A HOME of its own (no user-level ``~/.claude.json`` of the machine leaks in)."""
+    """A HOME of its own (no user-level ``~/.claude.json`` of the machine leaks in), and a
+    connect timeout for a loaded machine (a server importing the SDK can take 10 s there)."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    return {"HOME": str(home), **extra}
+    return {"HOME": str(home), "MCP_TIMEOUT": "120000", **extra}
 
 
 def requests_of(folder: Path, agent_type: str) -> list[dict[str, Any]]:
@@ -60,7 +61,7 @@ def pids(pid_file: Path) -> list[int]:
     return [int(line) for line in pid_file.read_text().split()]
 
 
-def wait_for_pids(pid_file: Path, count: int = 1, timeout_s: float = 30) -> list[int]:
+def wait_for_pids(pid_file: Path, count: int = 1, timeout_s: float = 90) -> list[int]:
     deadline = time.monotonic() + timeout_s
     while len(pids(pid_file)) < count:
         assert time.monotonic() < deadline, f"no server pid in {pid_file}"

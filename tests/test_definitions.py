@@ -455,6 +455,16 @@ def test_always_blocked_even_when_listed() -> None:
 def test_mcp_server_entry_grants_its_tools() -> None:
     d = definition(tools=("mcp__github",))
     assert resolve_tool_names(d, AVAILABLE) == ["mcp__github__issues", "mcp__github__prs"]
+    starred = definition(tools=("mcp__github__*", "mcp__slack__post"))
+    assert resolve_tool_names(starred, AVAILABLE) == [
+        "mcp__github__issues",
+        "mcp__github__prs",
+        "mcp__slack__post",
+    ]
+    denied = definition(disallowed_tools=("mcp__github__*", "mcp__slack__post"))
+    assert not [t for t in resolve_tool_names(denied, AVAILABLE) if t.startswith("mcp__")]
+    prefix = definition(tools=("mcp__git",))  # a server's name, not a prefix of another's
+    assert resolve_tool_names(prefix, AVAILABLE) == []
 
 
 @pytest.mark.parametrize("builtin", [EXPLORE, PLAN, VERIFICATION])

@@ -140,7 +140,7 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         process.wait(10)
 
 
-def test_streamable_http_with_expanded_headers_and_mcp_list(
+def test_streamable_http_and_sse_with_expanded_headers_and_mcp_list(
     tmp_path: Path, http_server: str
 ) -> None:
     root = tmp_path / "proj"
@@ -149,11 +149,13 @@ def test_streamable_http_with_expanded_headers_and_mcp_list(
     config = {"mcpServers": {
         "web": {"type": "http", "url": "http://127.0.0.1:${DEMO_PORT}/mcp",
                 "headers": {"X-Token": "${DEMO_TOKEN:-none}"}},
+        "events": {"type": "sse", "url": "http://127.0.0.1:${DEMO_PORT}/sse"},
         "broken": {"command": "${NO_SUCH_VARIABLE}"},
     }}  # fmt: skip
     inline = json.dumps(config)
     script = write_script(root, [{"agent_type": "main", "turns": [
-        {"tool_calls": [tool_call("mcp__web__echo", text="over http")]},
+        {"tool_calls": [tool_call("mcp__web__echo", text="over http"),
+                        tool_call("mcp__events__echo", text=" and sse")]},
         {"text": "{{tool_results}}"},
     ]}])  # fmt: skip
     env = env_for(tmp_path, DEMO_PORT=port)
@@ -164,13 +166,14 @@ def test_streamable_http_with_expanded_headers_and_mcp_list(
     )  # fmt: skip
 
     assert run.code == 0, run.stderr
-    assert run.stdout.strip() == "over http"
+    assert run.stdout.strip() == "over http\n and sse"
     assert "NO_SUCH_VARIABLE" in run.stderr and "'broken'" in run.stderr
     listed = run_cli("mcp", "list", "--json", "--mcp-config", inline, cwd=root, env=env)
     assert listed.code == 0, listed.stderr
     rows = {row["name"]: row for row in json.loads(listed.stdout)}
     assert rows["web"]["status"] == "connected" and rows["web"]["transport"] == "http"
     assert {"name": "echo", "readOnly": True} in rows["web"]["tools"]
+    assert rows["events"]["status"] == "connected" and rows["events"]["transport"] == "sse"
     assert rows["broken"]["status"] == "failed"
     assert "missing environment variables: NO_SUCH_VARIABLE" in rows["broken"]["error"]
 

@@ -1,7 +1,8 @@
 """A test MCP server written with the official ``mcp`` SDK (``MCPServer``).
 
 ``python demo_server.py`` serves stdio; ``python demo_server.py --http PORTFILE`` serves
-streamable HTTP on 127.0.0.1 on a free port and writes the port to PORTFILE once listening.
+streamable HTTP (at ``/mcp``) and SSE (at ``/sse``) on 127.0.0.1 on a free port and writes the
+port to PORTFILE once listening.
 ``DEMO_PID_FILE`` (env): the server appends its pid there at start (tests check it is gone).
 """
 
@@ -91,7 +92,9 @@ def serve_http(port_file: str) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app.streamable_http_app(), log_level="warning")
+    web = app.streamable_http_app()  # its lifespan runs the streamable HTTP session manager
+    web.router.routes.extend(app.sse_app().routes)  # /sse and /messages/ beside /mcp
+    config = uvicorn.Config(web, log_level="warning")
     server = uvicorn.Server(config)
 
     async def main() -> None:

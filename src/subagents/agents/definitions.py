@@ -252,11 +252,20 @@ def _with_aliases(names: set[str]) -> set[str]:
     return names | AGENT_TOOL_NAMES if names & AGENT_TOOL_NAMES else names
 
 
-def _matches(tool: str, names: set[str]) -> bool:
-    # A bare MCP server entry (``mcp__github``) stands for every tool of that server.
-    return tool in names or any(
-        tool.startswith(f"{name}__") for name in names if name.startswith("mcp__")
-    )
+def tool_listed(tool: str, names: set[str]) -> bool:
+    """Whether a ``tools``/``disallowedTools`` list names ``tool``: by name, or an MCP server
+    entry (``mcp__github`` or ``mcp__github__*``) standing for every tool of that server."""
+    if tool in names:
+        return True
+    for name in names:
+        server = name.removesuffix("__*")
+        if (
+            server.startswith("mcp__")
+            and server.count("__") == 1
+            and tool.startswith(server + "__")
+        ):
+            return True
+    return False
 
 
 def resolve_tool_names(definition: AgentDefinition, available: Sequence[str]) -> list[str]:
@@ -275,9 +284,9 @@ def resolve_tool_names(definition: AgentDefinition, available: Sequence[str]) ->
     wants_agent = listed is not None and bool(listed & AGENT_TOOL_NAMES)
     chosen = []
     for tool in available:
-        if listed is not None and not _matches(tool, listed):
+        if listed is not None and not tool_listed(tool, listed):
             continue
-        if _matches(tool, denied) or tool in ALWAYS_BLOCKED_FOR_CHILDREN:
+        if tool_listed(tool, denied) or tool in ALWAYS_BLOCKED_FOR_CHILDREN:
             continue
         if tool in AGENT_TOOL_NAMES and not wants_agent:
             continue

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from subagents.agents.definitions import tool_base_name, tool_listed
 from subagents.agents.orphan_processes import group_recorder, kill_leftovers, pids_path
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.spec import ChildSpec
@@ -207,22 +208,8 @@ def _added(
 ) -> list[Tool[Any]]:
     """The scope's tools the child does not hold yet, minus its ``disallowedTools``."""
     names = {tool.name for tool in present}
-    denied = {entry.split("(", 1)[0].strip() for entry in disallowed}
-    return [t for t in offered if t.name not in names and not _denied(t.name, denied)]
-
-
-def _denied(name: str, denied: set[str]) -> bool:
-    if name in denied:
-        return True
-    for entry in denied:
-        server = entry.removesuffix("__*")
-        if (
-            server.startswith("mcp__")
-            and server.count("__") == 1
-            and name.startswith(server + "__")
-        ):
-            return True
-    return False
+    denied = {tool_base_name(entry) for entry in disallowed}
+    return [t for t in offered if t.name not in names and not tool_listed(t.name, denied)]
 
 
 def refusal(agent_type: str, missing: Sequence[tuple[str, ServerConnection | None]]) -> str:

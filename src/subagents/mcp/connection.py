@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -70,6 +72,30 @@ def _ms(env: Mapping[str, str], name: str, default_s: float) -> float:
     except ValueError:
         raise ValueError(f"environment variable {name}={raw!r} is not a number of ms") from None
     return max(value, 1) / 1000
+
+
+async def load_sdk() -> None:
+    """Import the SDK's client parts once, in a thread, before any connect timer runs.
+
+    Importing them takes over a second of CPU, and ten seconds of wall time on a loaded
+    machine: on the event loop it would stall every agent, and under the timer it would use up
+    ``MCP_TIMEOUT`` before the server is even started."""
+    if "mcp.client.streamable_http" not in sys.modules:
+        await asyncio.to_thread(_import_sdk)
+
+
+_SDK_MODULES = (
+    "mcp",
+    "mcp.client.streamable_http",
+    "mcp.client.sse",
+    "mcp.shared.message",
+    "jsonschema.validators",  # McpTool compiles each server's schema with it
+)
+
+
+def _import_sdk() -> None:
+    for name in _SDK_MODULES:
+        importlib.import_module(name)
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -132,6 +158,7 @@ class ServerConnection:
             if self.server.entry is None:
                 self._set("failed", self.server.error or "unusable configuration")
                 return
+            await load_sdk()
             self._task = asyncio.create_task(self._serve(), name=f"mcp:{self.name}")
         await self.wait_settled(self.timeouts.connect_s + 1)
 

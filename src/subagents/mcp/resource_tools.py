@@ -48,8 +48,18 @@ class ReadInput(ToolInput):
 
 
 class _ResourceTool:
+    """What both resource tools share: the servers they reach; read-only, parallel, unasked."""
+
+    requires_permission = False
+
     def __init__(self, servers: Sequence[ResourceServer]) -> None:
         self.servers = list(servers)
+
+    def is_read_only(self, args: Any) -> bool:
+        return True
+
+    def is_concurrency_safe(self, args: Any) -> bool:
+        return True
 
     def _server(self, name: str) -> ResourceServer:
         for server in self.servers:
@@ -64,13 +74,6 @@ class ListMcpResourcesTool(_ResourceTool, Tool[ListInput]):
     aliases = ("ListMcpResourcesTool",)
     description = LIST_DESCRIPTION
     input_model = ListInput
-    requires_permission = False
-
-    def is_read_only(self, args: ListInput) -> bool:
-        return True
-
-    def is_concurrency_safe(self, args: ListInput) -> bool:
-        return True
 
     async def call(self, args: ListInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         chosen = [self._server(args.server)] if args.server else self.servers
@@ -90,13 +93,6 @@ class ReadMcpResourceTool(_ResourceTool, Tool[ReadInput]):
     aliases = ("ReadMcpResourceTool",)
     description = READ_DESCRIPTION
     input_model = ReadInput
-    requires_permission = False
-
-    def is_read_only(self, args: ReadInput) -> bool:
-        return True
-
-    def is_concurrency_safe(self, args: ReadInput) -> bool:
-        return True
 
     async def call(self, args: ReadInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         server = self._server(args.server)

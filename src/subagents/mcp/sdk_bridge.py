@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -28,6 +28,30 @@ SdkMessenger = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 its JSON-RPC answer (``cli/control.py`` implements it with an ``mcp_message`` request)."""
 
 _CHANNEL_ERROR = -32000
+
+
+class ControlRequests(Protocol):
+    """The headless protocol's requests to the SDK (``cli/control.ControlChannel``)."""
+
+    async def request(self, subtype: str, wait_s: float | None, **fields: Any) -> dict[str, Any]:
+        """Send a ``control_request`` and return the body of its ``control_response``."""
+        ...
+
+
+def control_messenger(channel: ControlRequests, *, wait_s: float | None = None) -> SdkMessenger:
+    """An ``SdkMessenger`` over the control channel: one ``mcp_message`` request per JSON-RPC
+    message, the answer's ``mcp_response`` as the server's reply. ``wait_s`` bounds one answer
+    (None: the MCP client's own call timeout governs, and closing the transport ends the wait)."""
+
+    async def send(server_name: str, message: dict[str, Any]) -> dict[str, Any]:
+        fields = {"server_name": server_name, "message": message}
+        body = await channel.request("mcp_message", wait_s, **fields)
+        answer = body.get("mcp_response")
+        if not isinstance(answer, dict):
+            raise TypeError(f"the answer to mcp_message for {server_name!r} has no mcp_response")
+        return answer
+
+    return send
 
 
 @asynccontextmanager

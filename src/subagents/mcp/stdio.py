@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from subagents.mcp.entry_models import StdioServer
+from subagents.observe import trace_env
 from subagents.processes import kill_group
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ async def stdio_transport(
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **entry.env},
+        env={**os.environ, **trace_env(), **entry.env},  # a traced run's context reaches it
         cwd=cwd,
         start_new_session=True,
         limit=MAX_LINE,
