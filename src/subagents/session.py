@@ -225,7 +225,7 @@ class Session:
         self.runtime.permissions = self.permissions
         self.runtime.hooks = self._hooks(self.settings)
         self.observer = self.runtime.observer = options.observer or self._telemetry()
-        self._mcp_warnings = self._mcp_servers()
+        self._mcp_servers()
         self.verification = install_verification(self.runtime, self.inbox)
         self.todos = TodoBoard()
         self.runtime.on_child_done.append(lambda run: self.todos.clear(run.agent_id))
@@ -268,8 +268,8 @@ class Session:
             trusted=self.options.trusted,
         )
 
-    def _mcp_servers(self) -> list[str]:
-        """The session's MCP servers (started by the run); returns the configuration's warnings."""
+    def _mcp_servers(self) -> None:
+        """The session's MCP servers (started by the run); the configuration's warnings."""
         options = self.options
         config = load_session_config(
             cwd=self.cwd,
@@ -282,9 +282,10 @@ class Session:
         )
         self.runtime.mcp = session_servers(
             config, cwd=self.cwd, state=self.state, session_id=self.session_id,
-            sdk=options.mcp_sdk, warn=self._warn,
+            sdk=options.mcp_sdk, warn=self.warn,
         )  # fmt: skip
-        return config.warnings
+        for warning in config.warnings:
+            self.warn(warning)
 
     def _permissions(self, settings: Settings) -> PermissionChecker:
         mode = parse_mode(self.options.permission_mode) if self.options.permission_mode else None
@@ -591,8 +592,6 @@ class Session:
 
     async def _start_mcp(self) -> None:
         """Kill what a crashed session left running, then start this session's servers."""
-        for warning in self._mcp_warnings:
-            self._warn(warning)
         reap_session_servers(self.state)
         if self.runtime.mcp is not None:
             await self.runtime.mcp.start()

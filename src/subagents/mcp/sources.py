@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from subagents.config_files import ConfigFileError, ConfigSyntaxError, load_json, read_config_text
 from subagents.mcp.config import ConfiguredServer, McpConfig, McpConfigError, Scope
 
 MAX_CONFIG_BYTES = 16 << 20
@@ -153,10 +153,8 @@ def _cli_config(value: str) -> tuple[Any, str]:
         source = f"--mcp-config {path}"
         try:
             raw = _read_text(path)
-        except OSError as exc:
-            raise McpConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise McpConfigError(f"{source}: {exc}") from None
+        except ConfigFileError as exc:
+            raise McpConfigError(f"{source}: {_without_path(exc, path)}") from None
         if raw is None:
             raise McpConfigError(f"{source}: no such file")
         data = _parse_json(raw, source)
@@ -170,25 +168,32 @@ def _cli_config(value: str) -> tuple[Any, str]:
 
 def _parse_json(text: str, source: str) -> Any:
     try:
-        return json.loads(text)
-    except RecursionError:
-        raise McpConfigError(f"{source}: nested too deeply") from None
+        return load_json(text)
+    except ConfigSyntaxError as exc:
+        raise McpConfigError(f"{source}: {exc}") from None
     except json.JSONDecodeError as exc:
-        raise McpConfigError(
-            f"{source}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
+        raise McpConfigError(f"{source}: {_json_problem(exc)}") from None
+
+
+def _json_problem(exc: json.JSONDecodeError) -> str:
+    return f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
 
 
 def _read_json(path: Path, warnings: list[str]) -> dict[str, Any] | None:
-    """A discovered file's object; None (with a warning, unless it is simply absent) otherwise."""
+    """A discovered file's object; None (with a warning, unless it is simply absent) otherwise.
+
+    Read as every configuration file is (``config_files``): regular files only, so a FIFO or a
+    device planted in its place can neither hang nor flood us, and at most ``MAX_CONFIG_BYTES``."""
     try:
         text = _read_text(path)
         if text is None:
             return None
-        data = json.loads(text)
-    except (OSError, ValueError, RecursionError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        warnings.append(f"{path}: MCP configuration ignored: {reason}")
+        data = load_json(text)
+    except json.JSONDecodeError as exc:
+        warnings.append(f"{path}: MCP configuration ignored: {_json_problem(exc)}")
+        return None
+    except ConfigFileError as exc:
+        warnings.append(f"{path}: MCP configuration ignored: {_without_path(exc, path)}")
         return None
     if not isinstance(data, dict):
         warnings.append(f"{path}: MCP configuration ignored: not a JSON object")
@@ -197,24 +202,11 @@ def _read_json(path: Path, warnings: list[str]) -> dict[str, Any] | None:
 
 
 def _read_text(path: Path) -> str | None:
-    """The text of a regular file (None when absent). ``O_NONBLOCK`` and an ``fstat`` of the
-    open descriptor: a FIFO or a device planted in its place can neither hang nor flood us."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise ValueError("is a directory, not a file") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file (FIFO, device or socket)")
-        if info.st_size > MAX_CONFIG_BYTES:
-            raise ValueError(f"larger than {MAX_CONFIG_BYTES} bytes")
-        data = handle.read(MAX_CONFIG_BYTES + 1)
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ValueError(f"larger than {MAX_CONFIG_BYTES} bytes")
-    return data.decode("utf-8")
+    return read_config_text(path, max_bytes=MAX_CONFIG_BYTES)
+
+
+def _without_path(exc: ConfigFileError, path: Path) -> str:
+    return str(exc).removeprefix(f"{path}: ")
 
 
 @dataclass(kw_only=True)
