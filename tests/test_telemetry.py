@@ -214,8 +214,17 @@ async def test_model_call_spans_follow_genai_conventions_and_add_up(tmp_path: Pa
         + usage["cache_creation_input_tokens"]
     )
     assert total("gen_ai.usage.input_tokens") == all_input
-    # Each agent span carries its own run's totals; they add up to the session's too.
+    # Each agent span carries its own run's totals (its chat spans'); they add up to the
+    # session's too.
     agents = rec.named("invoke_agent ")
+    for agent in agents:
+        own = [
+            c
+            for c in chats
+            if c.attributes["gen_ai.agent.id"] == agent.attributes["gen_ai.agent.id"]
+        ]
+        for key in ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"):
+            assert agent.attributes[key] == sum(int(c.attributes[key]) for c in own), key
     assert (
         sum(int(a.attributes["gen_ai.usage.output_tokens"]) for a in agents)
         == (usage["output_tokens"])

@@ -14,7 +14,7 @@ cancelled result, so the history stays paired (each ``tool_use`` has its ``tool_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,11 +187,13 @@ async def _run_group(
             group_tasks.create_task(run(call), name=f"tool:{call.block['name']}:{call.block['id']}")
 
 
-async def execute_call(call: PreparedCall, ctx: ToolContext) -> CallResult:
-    """Permission checks, hooks and the call itself; never raises except on cancellation."""
-    if ctx.observer is not None:
-        return await _observed_call(ctx.observer, call, ctx)
-    return await _execute(call, ctx)
+def execute_call(call: PreparedCall, ctx: ToolContext) -> Coroutine[Any, Any, CallResult]:
+    """Permission checks, hooks and the call itself; never raises except on cancellation.
+    A plain function that picks the coroutine, so an unobserved call awaits no extra frame."""
+    observer = ctx.observer
+    if observer is not None:
+        return _observed_call(observer, call, ctx)
+    return _execute(call, ctx)
 
 
 async def _observed_call(observer: RunObserver, call: PreparedCall, ctx: ToolContext) -> CallResult:
