@@ -95,7 +95,8 @@ class PermissionChecker:
         if decision.behavior == "ask":
             decided_by = "hook" if HOOK_APPROVED.get() else "ask"
             decision = await self._resolve_ask(decision, tool, args, ctx)
-        _observe(ctx, tool, decision, decided_by, rule)
+        if ctx.observer is not None:  # off: not even the call (this runs for every tool call)
+            _observe(ctx, tool, decision, decided_by, rule)
         if decision.behavior == "allow":
             tracker.record_allow()
             return ALLOW
