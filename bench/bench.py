@@ -28,6 +28,10 @@ above), ``memory`` (the SDK with batched span processing into an in-memory expor
 in-memory metric reader: the cost of making spans and metrics), ``otlp`` (batched OTLP/HTTP
 export to a receiver in another process on 127.0.0.1, flushed at each session's end, so the
 encoding and sending are in the figure and the receiver's decoding is not).
+
+``--count-calls`` prints Python function calls per model call instead (cProfile's count over one
+session after a warm-up): a figure load cannot move, for telling whether a change added work to
+the hot path when timings on a busy machine are too noisy to say.
 """
 
 from __future__ import annotations
@@ -322,18 +326,25 @@ def baseline_cpu(workload: str, latency_ms: int, n: int, k: int, width: int) -> 
     return time.process_time() - start
 
 
+def workload_of(
+    workload: str, latency_ms: int, n: int, k: int
+) -> tuple[dict[str, Any], float, RuntimeConfig]:
+    """A workload's script, its ideal critical path (s) and its configuration."""
+    width = n if workload == "fanout-wide" else 10
+    config = RuntimeConfig(tool_concurrency=width, max_concurrent_subagents=max(20, width))
+    if workload.startswith("fanout"):
+        waves = -(-n // width)
+        return fanout_script(n, k, latency_ms), (waves * k + 2) * latency_ms / 1000, config
+    return chain_script(n, latency_ms), (3 * n + 1) * latency_ms / 1000, config
+
+
 def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Figures:
     """One warm-up run, then ``runs`` measured runs, each in a fresh project folder of its own
     (so each session starts like a first run, with no earlier records to reconcile). CPU is
     totalled over the measured runs — the mean per model call, so the occasional garbage
     collection a run triggers is counted, not dodged by picking a lucky run."""
-    width = n if workload == "fanout-wide" else 10
-    config = RuntimeConfig(tool_concurrency=width, max_concurrent_subagents=max(20, width))
-    if workload.startswith("fanout"):
-        waves = -(-n // width)
-        script, ideal = fanout_script(n, k, latency_ms), (waves * k + 2) * latency_ms / 1000
-    else:
-        script, ideal = chain_script(n, latency_ms), (3 * n + 1) * latency_ms / 1000
+    script, ideal, config = workload_of(workload, latency_ms, n, k)
+    width = config.tool_concurrency
     base = bench_dir()
     per_run: list[tuple[int, float, float, float]] = []
     for index in range(runs + 1):
@@ -362,6 +373,26 @@ def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Fi
     )
 
 
+def count_calls(workload: str, n: int, k: int) -> str:
+    """Python function calls per model call of one run after a warm-up (``--count-calls``):
+    a figure load cannot move, for telling whether a change added work to the hot path."""
+    import cProfile
+    import pstats
+
+    script, _, config = workload_of(workload, 0, n, k)
+    counts: list[tuple[int, int]] = []
+    for index in range(3):  # a warm-up (imports, caches), then two counted runs
+        profile = cProfile.Profile()
+        with tempfile.TemporaryDirectory(prefix="run-", dir=bench_dir()) as tmp:
+            profile.enable()
+            model_calls = asyncio.run(run_once(script, Path(tmp), config))[0]
+            profile.disable()
+        if index:
+            counts.append((pstats.Stats(profile).total_calls, model_calls))
+    per_call = "  ".join(f"{calls / model_calls:.1f} ({calls})" for calls, model_calls in counts)
+    return f"{workload:10s}  model calls={counts[0][1]}  Python calls per model call: {per_call}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -384,6 +415,11 @@ def main(argv: list[str] | None = None) -> int:
         help="OpenTelemetry off (default), into memory, or exported over OTLP/HTTP",
     )
     parser.add_argument(
+        "--count-calls",
+        action="store_true",
+        help="print Python function calls per model call (cProfile's count, not a timing)",
+    )
+    parser.add_argument(
         "--durability",
         choices=tuple(DURABILITY),
         default="full",
@@ -398,6 +434,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.json:
         print(describe_folder(bench_dir()))
         print(f"# telemetry: {args.telemetry}")
+    if args.count_calls:
+        for workload in workloads:
+            print(count_calls(workload, args.n, args.k))
+        return 0
     for workload in workloads:
         for latency in args.latency or [0, 20]:
             figures = measure(workload, latency, args.n, args.k, args.runs)
