@@ -401,3 +401,33 @@ async def test_a_compaction_summary_is_a_model_call_of_the_agent_it_compacts(
         for p in rec.metric_points("gen_ai.client.operation.duration")
     }
     assert durations == {None: 2, "compaction": 1}
+
+
+async def test_memory_loaded_is_an_event_of_the_call_that_spawned_the_agent(
+    tmp_path: Path,
+) -> None:
+    agents = tmp_path / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    definition = (
+        "---\nname: noter\ndescription: Keeps notes\nmemory: project\n---\nYou keep notes.\n"
+    )
+    (agents / "noter.md").write_text(definition)
+    script = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [_turn(tool_calls=[agent_call("take notes", "noter")]), _turn(text="ok")],
+            },
+            {"agent_type": "noter", "turns": [_turn(text="noted")]},
+        ]
+    }
+    rec, _ = await _run(tmp_path, script=script)
+
+    (call,) = rec.named("execute_tool Agent")
+    (child,) = rec.named("invoke_agent noter")
+    assert rec.parent(child) is call
+    (loaded,) = [e for s in rec.spans for e in s.events if e.name == "subagents.memory_loaded"]
+    assert loaded in call.events
+    attributes = dict(loaded.attributes or {})
+    assert attributes["scope"] == "project" and attributes["source"] == "project"
+    assert attributes["loaded"] is False  # no MEMORY.md yet
