@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from cli_helpers import agent_call, run_script, tool_call, write_script
+from mcp_helpers import demo, env_for, project, requests_of, tool_results
 from subagents.testing.otlp_receiver import OTLPReceiver, ReceivedSpan
 
 OUTER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -121,3 +122,29 @@ def test_a_bad_exporter_setting_costs_the_telemetry_not_the_run(tmp_path: Path) 
     assert run.code == 0, run.stderr
     assert run.json()["subtype"] == "success"
     assert receiver.bodies == 0
+
+
+def test_an_mcp_server_continues_the_session_trace_and_its_tools_are_extension_spans(
+    tmp_path: Path,
+) -> None:
+    root = project(tmp_path, {"demo": demo()})
+    main = {
+        "agent_type": "main",
+        "turns": [
+            {"tool_calls": [{"name": "mcp__demo__env_value", "input": {"name": "TRACEPARENT"}}]},
+            {"text": "done"},
+        ],
+    }
+    script = write_script(root, [main])
+    with OTLPReceiver() as receiver:
+        run = run_script(script, root, env={**env_for(tmp_path), **_env(receiver)})
+        assert run.code == 0, run.stderr
+        spans = receiver.spans()
+
+    call = _one(spans, "execute_tool mcp__demo__env_value")
+    assert call.attributes["gen_ai.tool.type"] == "extension"
+    assert "error.type" not in call.attributes
+    (result,) = tool_results(requests_of(root, "main")[1])
+    _, trace_id, span_id, _ = str(result["content"]).split("-")
+    # The session's servers start before its main agent: under the session span.
+    assert (trace_id, span_id) == (OUTER_TRACE, _one(spans, "session").span_id)

@@ -109,7 +109,9 @@ class Telemetry:
         }
         span = self.tracer.start_span("session", _session_parent(), attributes=attributes)
         self._sessions[session_id] = span
-        return _SessionObservation(self, session_id, span)
+        # Current for the whole run: what starts before the main agent (MCP servers) continues
+        # the session's trace, and events of that phase have a span to land on.
+        return _SessionObservation(self, session_id, span, self._attach(span))
 
     def agent_started(self, start: AgentStart) -> _AgentObservation:
         ref = start.agent
@@ -306,11 +308,11 @@ class Telemetry:
 
 
 class _SessionObservation:
-    def __init__(self, owner: Telemetry, session_id: str, span: Span) -> None:
-        self.owner, self.session_id, self.span = owner, session_id, span
+    def __init__(self, owner: Telemetry, session_id: str, span: Span, token: object) -> None:
+        self.owner, self.session_id, self.span, self.token = owner, session_id, span, token
 
     def end(self, end: AgentEnd | None) -> None:
-        self.span.end()
+        self.owner._close(self.span, self.token)
         self.owner._forget_session(self.session_id)
         if self.owner.flush_at_session_end:
             self.owner.flush()
