@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import recorded, run_cli, run_script, tool_call, write_script
+from cli_helpers import agent_call, recorded, run_cli, run_script, tool_call, write_script
 from subagents import Event, InitEvent, ScriptedModel, Session, SessionOptions, SystemEvent
 from subagents.cli.headless import run_headless
 from subagents.cli.main import build_parser, main
@@ -413,3 +413,49 @@ async def test_a_library_session_hands_every_warning_to_its_caller(tmp_path: Pat
     shown = [e for e in events[1 : 1 + len(expected)] if isinstance(e, SystemEvent)]
     assert [e.data["message"] for e in shown if e.subtype == "warning"] == session.warnings
     assert result.payload["warnings"] == session.warnings
+
+
+def test_settings_env_reaches_every_command_but_not_what_rewrites_bash(tmp_path: Path) -> None:
+    """Claude Code applies settings `env` to every session; here Bash sees it, in children
+    too, while BASH_ENV and exported functions (they would run behind the check) are left out."""
+    (tmp_path / "evil.sh").write_text("echo startup-file-ran\n")
+    settings = tmp_path / "settings.json"
+    data = json.loads((FIXTURES / "settings" / "env.json").read_text())
+    data["env"]["BASH_ENV"] = str(tmp_path / "evil.sh")
+    settings.write_text(json.dumps(data))
+    show = 'echo "$GREETING|$RETRIES|$VERBOSE"; type -t ls'
+    script = write_script(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [tool_call("Bash", command=show)]},
+                    {"tool_calls": [agent_call("p", "general-purpose")]},
+                    {"text": "{{tool_results}}"},
+                ],
+            },
+            {
+                "agent_type": "general-purpose",
+                "turns": [
+                    {"tool_calls": [tool_call("Bash", command='echo "child: $GREETING"')]},
+                    {"text": "{{tool_results}}"},
+                ],
+            },
+        ],
+    )
+    run = run_script(
+        script,
+        tmp_path,
+        "--settings",
+        str(settings),
+        "--permission-mode",
+        "bypassPermissions",
+        env={"HOME": str(tmp_path / "home")},
+    )
+    assert run.code == 0, run.stderr
+    assert "child: hello from settings" in run.json()["result"]
+    first = [s for s in _strings(recorded(tmp_path)[1]) if "hello from settings" in s]
+    assert first and "hello from settings|3|true\nfile" in first[0], first
+    assert not any("startup-file-ran" in s for r in recorded(tmp_path) for s in _strings(r))
+    assert len(run.json()["warnings"]) == 4

@@ -110,9 +110,19 @@ def test_hooks_concatenate_matcher_groups_per_event(dirs: dict[str, Path]) -> No
 
 
 def test_other_keys_merge_objects_per_key(dirs: dict[str, Path]) -> None:
+    write(dirs["home"] / ".claude/settings.json", {"mcpServers": {"a": {}, "b": {"x": 1}}})
+    write(dirs["project"] / ".claude/settings.json", {"mcpServers": {"b": {"x": 2}}})
+    assert load(dirs).values["mcpServers"] == {"a": {}, "b": {"x": 2}}
+
+
+def test_env_merges_per_name_later_file_wins(dirs: dict[str, Path]) -> None:
     write(dirs["home"] / ".claude/settings.json", {"env": {"A": "1", "B": "1"}})
-    write(dirs["project"] / ".claude/settings.json", {"env": {"B": "2"}})
-    assert load(dirs).values["env"] == {"A": "1", "B": "2"}
+    write(dirs["project"] / ".claude/settings.json", {"env": {"B": 2, "C": "\ud800"}})
+    settings = load(dirs)
+    assert settings.env == {"A": "1", "B": "2"}
+    assert "env" not in settings.values
+    [warning] = settings.warnings
+    assert "env['C']: not a usable environment variable" in warning
 
 
 def test_additional_directories_resolved_and_deduplicated(dirs: dict[str, Path]) -> None:

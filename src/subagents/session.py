@@ -554,6 +554,7 @@ class Session:
             read_guard=self.permissions,
             hooks=self.runtime.hooks,
             observer=self.observer,
+            env=dict(self.settings.env),  # settings `env`: every command; children inherit it
         )
         job = AgentJob(
             frame=frame,

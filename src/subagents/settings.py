@@ -28,7 +28,13 @@ running at all.
   device, socket or directory (skipped without reading: start-up cannot hang on it);
   ``allow``/``additionalDirectories`` of the wrong shape (ignored: fewer allows);
   ``defaultMode: "auto"`` (Claude Code's classifier mode: no classifier is built here, so it
-  behaves as ``default``).
+  behaves as ``default``); an ``env`` that is not an object, or an entry whose name or value
+  cannot be an environment variable (ignored: the commands run without it).
+
+``env`` (Claude Code: "environment variables applied to every session") merges per name, later
+file wins, and reaches every command an agent runs (Bash, background shells; children inherit
+it); numbers and booleans become their JSON text, as Claude Code coerces them. Hooks keep their
+clean environment (``hooks/runner.clean_environment``).
 """
 
 from __future__ import annotations
@@ -51,6 +57,12 @@ PermissionModeName = Literal["default", "acceptEdits", "bypassPermissions", "don
 RuleBehavior = Literal["allow", "deny", "ask"]
 RULE_BEHAVIORS: tuple[RuleBehavior, ...] = ("allow", "deny", "ask")
 
+SHELL_CHANGING_ENV: Final = frozenset(
+    {"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS", "PS4", "LD_PRELOAD", "LD_AUDIT"}
+)
+"""Settings ``env`` names left out: with them ``bash -c CMD`` would run more than the ``CMD``
+the permission check read (``BASH_FUNC_*`` names too: exported functions shadow commands)."""
+
 AUTO_MODE: Final = "auto"
 """Claude Code's classifier-approved mode: accepted in settings, run as ``default``."""
 
@@ -71,6 +83,7 @@ class SettingsFile:
     permissions_extra: dict[str, Any] = field(default_factory=dict)
     hooks: Any = None
     """The raw ``hooks`` value; ``hooks.config.parse_hooks`` validates it."""
+    env: dict[str, str] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
     """Every other top-level key."""
     warnings: list[str] = field(default_factory=list)
@@ -100,8 +113,11 @@ class Settings:
     hook_blocks: list[tuple[Path, Any]] = field(default_factory=list)
     """Each file's ``hooks`` value as written, in file order; ``hooks.config_from_settings``
     validates them file by file (so errors and warnings name the file)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """The ``env`` variables every command of the run sees; later files win per name."""
     values: dict[str, Any] = field(default_factory=dict)
-    """Every other top-level key (``env``, ``model``, ...): objects merge per key, later wins."""
+    """Every other top-level key (``model``, ``mcpServers``, ...): objects merge per key, later
+    wins."""
     permissions_extra: dict[str, Any] = field(default_factory=dict)
     """Unknown keys of ``permissions`` (later wins), kept for features built later."""
     sources: list[Path] = field(default_factory=list)
@@ -217,8 +233,42 @@ def _validate(data: dict[str, Any], path: Path) -> SettingsFile:
     parsed.default_mode = _default_mode(perms.get("defaultMode"), path, parsed.warnings)
     known = {*RULE_BEHAVIORS, "additionalDirectories", "defaultMode"}
     parsed.permissions_extra = {k: v for k, v in perms.items() if k not in known}
-    parsed.values = {k: v for k, v in data.items() if k not in ("permissions", "hooks")}
+    parsed.env = _env(data.get("env"), path, parsed.warnings)
+    parsed.values = {k: v for k, v in data.items() if k not in ("permissions", "hooks", "env")}
     return parsed
+
+
+def _env(value: Any, path: Path, warnings: list[str]) -> dict[str, str]:
+    """``env``: names to text; what cannot be a variable is warned and left out."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        warnings.append(f"{path}: env: must be an object of variable names to values; ignored")
+        return {}
+    env: dict[str, str] = {}
+    for name, raw in value.items():
+        text = json.dumps(raw) if isinstance(raw, bool | int | float) else raw
+        usable = isinstance(text, str) and _env_text(text) and _env_text(name) and "=" not in name
+        if not name or not usable:
+            warnings.append(f"{path}: env[{name!r}]: not a usable environment variable; ignored")
+            continue
+        if name in SHELL_CHANGING_ENV or name.startswith("BASH_FUNC_"):
+            warnings.append(
+                f"{path}: env[{name!r}]: changes what bash runs behind the permission check "
+                "(a startup file, options, exported functions or a preloaded library); ignored"
+            )
+            continue
+        env[name] = text
+    return env
+
+
+def _env_text(text: str) -> bool:
+    """Text a process environment can carry (no NUL, encodable: a lone surrogate is not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\0" not in text
 
 
 def _rule_list(value: Any, path: Path, behavior: str) -> list[str]:
@@ -284,6 +334,7 @@ def _merge(settings: Settings, parsed: SettingsFile, path: Path, *, cwd: Path, h
         settings.default_mode = parsed.default_mode
         settings.default_mode_source = path
     settings.permissions_extra.update(parsed.permissions_extra)
+    settings.env.update(parsed.env)
     _merge_hooks(settings, parsed.hooks, path)
     for key, value in parsed.values.items():
         settings.values[key] = _merge_value(settings.values.get(key), value)
