@@ -1,13 +1,20 @@
 """SDK in-process servers as one more transport: the SDK's ``ClientSession`` speaks JSON-RPC
-through ``mcp_message`` control requests (``mcp/sdk_bridge.py``). The channel here answers as
-claude-agent-sdk's in-process server router does; the CLI path is tested with the real SDK
-where the headless protocol is (docs/mcp.md)."""
+through ``mcp_message`` control requests (``mcp/sdk_bridge.py``).
+
+The first test's channel answers as claude-agent-sdk's own side does: its ``SdkMcpBridge`` in
+front of a server made with its ``create_sdk_mcp_server`` and ``@tool`` (what its ``Query``
+runs for an ``mcp_message`` request, with the acknowledgement it sends for a notification).
+The others use a hand-written router for what the real one does not do on demand (docs/mcp.md).
+"""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 from typing import Any
+
+from claude_agent_sdk import create_sdk_mcp_server, tool
+from claude_agent_sdk._internal.sdk_mcp_bridge import SdkMcpBridge
 
 from subagents.mcp.config import ConfiguredServer
 from subagents.mcp.connection import McpTimeouts, ServerConnection
@@ -51,6 +58,46 @@ class SdkChannel:
             error = {"code": -32601, "message": f"Method '{method}' not found"}
             return {"mcp_response": {"jsonrpc": "2.0", "id": message.get("id"), "error": error}}
         return {"mcp_response": {"jsonrpc": "2.0", "id": message.get("id"), "result": result}}
+
+
+class ClaudeSdkChannel:
+    """The control channel with claude-agent-sdk's own in-process server behind it."""
+
+    def __init__(self, bridges: dict[str, SdkMcpBridge]) -> None:
+        self.bridges = bridges
+        self.methods: list[str | None] = []
+
+    async def request(self, subtype: str, wait_s: float | None, **fields: Any) -> dict[str, Any]:
+        assert subtype == "mcp_message"
+        self.methods.append(fields["message"].get("method"))
+        answer = await self.bridges[fields["server_name"]].handle(fields["message"])
+        return {"mcp_response": answer or {"jsonrpc": "2.0", "result": {}}}
+
+
+async def test_claude_agent_sdks_own_in_process_server_answers_through_the_bridge() -> None:
+    @tool("add", "Add two numbers.", {"a": int, "b": int})
+    async def add(args: dict[str, Any]) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": str(args["a"] + args["b"])}]}
+
+    config = create_sdk_mcp_server("calc", tools=[add])
+    bridge = SdkMcpBridge("calc", config["instance"])
+    channel = ClaudeSdkChannel({"calc": bridge})
+    entry = SdkServer(type="sdk", name="calc")
+    server = ConfiguredServer(name="calc", entry=entry, scope="cli", source="--mcp-config")
+    connection = ServerConnection(
+        server, cwd=Path("."), timeouts=McpTimeouts(connect_s=30), sdk=control_messenger(channel)
+    )
+    try:
+        await connection.start()
+        assert connection.status == "connected", connection.error
+        assert [t.name for t in connection.tools] == ["add"]
+        assert connection.tools[0].input_schema["properties"]["a"]["type"] == "integer"
+        output = await connection.call_tool("add", {"a": 2, "b": 40}, display="mcp__calc__add")
+        assert output.content == "42" and not output.is_error
+    finally:
+        await connection.close()
+        await bridge.aclose()
+    assert "tools/call" in channel.methods
 
 
 def _connection(channel: SdkChannel, call_s: float = 30.0) -> ServerConnection:
