@@ -198,27 +198,44 @@ You need GitHub.
 """
 
 
+NAMED_AGENT = """---
+name: named
+description: Reaches the session's server by name.
+tools: Read
+mcpServers: [shared]
+requiredMcpServers: [shar]
+---
+You use the shared server.
+"""
+
+
 def _agents(root: Path, pid_file: Path) -> None:
     folder = root / ".claude" / "agents"
     folder.mkdir(parents=True, exist_ok=True)
     server = json.dumps(demo(pid_file))
     (folder / "scoped.md").write_text(SCOPED_AGENT.format(server=server))
     (folder / "needy.md").write_text(NEEDY_AGENT)
+    (folder / "named.md").write_text(NAMED_AGENT)
 
 
 def test_an_agent_scoped_server_is_its_childs_only_and_gone_when_it_ends(tmp_path: Path) -> None:
-    pid_file = tmp_path / "scoped.pids"
-    root = project(tmp_path, {}, allow=["mcp__own"])
+    pid_file, shared_pids = tmp_path / "scoped.pids", tmp_path / "shared.pids"
+    root = project(tmp_path, {"shared": demo(shared_pids)}, allow=["mcp__own", "mcp__shared"])
     _agents(root, pid_file)
     script = write_script(root, [
         {"agent_type": "main", "turns": [
             {"tool_calls": [agent_call("use your server", "scoped"),
-                            agent_call("use github", "needy")]},
+                            agent_call("use github", "needy"),
+                            agent_call("use the shared server", "named")]},
             {"text": "main: {{tool_results}}"},
         ]},
         {"agent_type": "scoped", "turns": [
             {"tool_calls": [tool_call("mcp__own__echo", text="scoped echo")]},
             {"text": "child saw {{tool_results}}"},
+        ]},
+        {"agent_type": "named", "turns": [
+            {"tool_calls": [tool_call("mcp__shared__echo", text="shared echo")]},
+            {"text": "named saw {{tool_results}}"},
         ]},
     ])  # fmt: skip
 
@@ -228,14 +245,22 @@ def test_an_agent_scoped_server_is_its_childs_only_and_gone_when_it_ends(tmp_pat
     main = requests_of(root, "main")
     assert not any(t["name"].startswith("mcp__own") for t in main[0]["tools"])
     child = requests_of(root, "scoped")
-    assert {"mcp__own__echo", "Read"} <= {t["name"] for t in child[0]["tools"]}
+    child_tools = {t["name"] for t in child[0]["tools"]}
+    assert {"mcp__own__echo", "Read"} <= child_tools
+    assert not any(name.startswith("mcp__shared") for name in child_tools)  # tools: Read
     assert _texts(child[1]) == ["scoped echo"]
-    spawned, refused = tool_results(main[1])
+    named = requests_of(root, "named")
+    assert "mcp__shared__echo" in {t["name"] for t in named[0]["tools"]}  # named in mcpServers
+    assert _texts(named[1]) == ["shared echo"]
+    spawned, refused, reached = tool_results(main[1])
     assert "child saw scoped echo" in spawned["content"]
+    assert "named saw shared echo" in reached["content"]
     assert refused["is_error"]
     assert "Agent 'needy' requires MCP servers matching: github" in refused["content"]
     assert "no configured server matches" in refused["content"]
     assert all_dead(wait_for_pids(pid_file))
+    assert len(pids(shared_pids)) == 1  # the session's server, started once, shared
+    assert all_dead(pids(shared_pids))
 
 
 def test_task_stop_and_kill_9_leave_no_server_behind(tmp_path: Path) -> None:
