@@ -39,7 +39,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the loop", ("subagents.loop",)),
     ("the sub-agent system", ("subagents.agents",)),
     ("telemetry", ("subagents.telemetry",)),
-    ("session and test helpers", ("subagents.session", "subagents.testing")),
+    (
+        "session and test helpers",
+        ("subagents.session", "subagents.session_turns", "subagents.testing"),
+    ),
     ("the public API", ("subagents",)),
     ("the command line", ("subagents.cli", "subagents.__main__")),
 )

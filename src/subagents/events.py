@@ -63,6 +63,9 @@ class AssistantEvent:
     agent: AgentRef
     message: Message
     usage: Usage
+    model: str = ""
+    """The model that answered (after any fallback switch)."""
+    stop_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +83,8 @@ class ToolResultsEvent:
     type: Literal["user"] = "user"
     agent: AgentRef
     message: Message
+    outputs: list[dict[str, Any] | None] = field(default_factory=list)
+    """Each tool result's structured output (``ToolOutput.metadata``), in block order."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "user", "message": self.message, **self.agent.to_dict()}
@@ -125,6 +130,9 @@ class NotificationEvent:
     task_id: str
     status: str
     summary: str
+    output_file: str | None = None
+    usage: dict[str, int] | None = None
+    """``total_tokens``, ``tool_uses``, ``duration_ms`` of the child."""
 
     def to_dict(self) -> dict[str, Any]:
         return {

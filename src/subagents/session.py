@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,25 +47,34 @@ from subagents.agents.verification import install_verification
 from subagents.config import RuntimeConfig
 from subagents.events import (
     AgentRef,
+    AssistantEvent,
     Event,
     EventSink,
-    InitEvent,
     ResultEvent,
     SystemEvent,
     discard,
 )
-from subagents.hooks.config import EMPTY_CONFIG, config_from_settings
+from subagents.hooks.config import EMPTY_CONFIG, HookConfig, config_from_settings
 from subagents.hooks.engine import HookEngine
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome
 from subagents.messages import Message, Usage, user_message
 from subagents.models.base import Model
+from subagents.models.pricing import cost_usd
 from subagents.models.retry import ModelCaller, RetryPolicy
-from subagents.observe import RunObserver
+from subagents.observe import Observation, RunObserver
 from subagents.permissions.checker import AskCallback, PermissionChecker
 from subagents.permissions.context import context_from_settings
 from subagents.permissions.hook_conditions import PermissionRuleConditions
 from subagents.permissions.modes import parse_mode
+from subagents.session_turns import (
+    BUDGET_REASON,
+    STRUCTURED_OUTPUT_NOTE,
+    MainAgent,
+    result_fields,
+    select_tools,
+    session_id_for,
+)
 from subagents.settings import Settings, load_settings
 from subagents.state import ProjectState, canonical_project
 from subagents.store.durable import DurableRecords
@@ -75,6 +83,7 @@ from subagents.store.protocol import Store
 from subagents.store.writer import DurableWriter
 from subagents.tools.base import Tool, ToolContext
 from subagents.tools.send_message import SendMessageTool
+from subagents.tools.structured_output import StructuredOutputTool
 from subagents.tools.task_output import TaskOutputTool
 from subagents.tools.task_stop import TaskStopTool
 from subagents.tools.todo import TodoBoard, TodoWriteTool
@@ -155,6 +164,23 @@ class SessionOptions:
     observer: RunObserver | None = None
     """Told about every agent, model call and tool call, e.g. ``subagents.telemetry.Telemetry``
     (default: OpenTelemetry from the environment when ``SUBAGENTS_TELEMETRY=1``, else none)."""
+    session_id: str | None = None
+    """The id of a new session (default: a fresh UUID); with ``resume`` only when forking."""
+    fork_session: bool = False
+    """With ``resume``: continue that history under a new session id instead of its own."""
+    tool_names: Sequence[str] | None = None
+    """The main agent's base tool set by name (Claude Code's ``--tools``); None = all."""
+    allowed_tools: Sequence[str] = ()
+    """Allow rules added for this session (``--allowedTools``)."""
+    disallowed_tools: Sequence[str] = ()
+    """Deny rules added for this session (``--disallowedTools``); a bare tool name also
+    takes the tool away from the main agent."""
+    max_budget_usd: float | None = None
+    """Stop the turn once the session's cost (``models.pricing``) reaches this many dollars."""
+    hooks: HookConfig | None = None
+    """Hooks added to the settings' (e.g. an SDK's callbacks)."""
+    json_schema: dict[str, Any] | None = None
+    """Structured output: the main agent answers with a ``StructuredOutput`` call matching it."""
 
 
 @dataclass(kw_only=True)
@@ -195,11 +221,19 @@ class Session:
         self.custom_prompt = options.system_prompt
         if options.system_prompt_file is not None:
             self.custom_prompt = read_prompt_file(options.system_prompt_file)
-        self.session_id = options.resume or str(uuid.uuid4())
+        self.session_id = session_id_for(options.session_id, options.resume, options.fork_session)
         self.model = _resolve(options.model)
         self.fallback = _resolve(options.fallback_model) if options.fallback_model else None
         self.abort = AbortSignal()
-        self._started = False
+        """The session's signal: aborting it ends the running turn and every later one."""
+        self._turn_abort: AbortSignal | None = None
+        self._main: MainAgent | None = None
+        self._closed = False
+        self._held = False
+        self._turn_running = False
+        self._cost_usd = 0.0
+        self._budget_kills: set[asyncio.Task[bool]] = set()
+        self._observation: Observation | None = None
         self.emit: EventSink = discard
         self.warnings: list[str] = []
         """Every warning of the session (settings, hooks, definitions, permission rules), in
@@ -289,13 +323,23 @@ class Session:
 
     def _permissions(self, settings: Settings) -> PermissionChecker:
         mode = parse_mode(self.options.permission_mode) if self.options.permission_mode else None
-        context = context_from_settings(settings, cwd=self.cwd, mode=mode, on_warning=self.warn)
+        context = context_from_settings(
+            settings,
+            cwd=self.cwd,
+            mode=mode,
+            allowed_tools=self.options.allowed_tools,
+            disallowed_tools=self.options.disallowed_tools,
+            on_warning=self.warn,
+        )
         return PermissionChecker(context=context, ask_callback=self.options.ask_callback)
 
     def _hooks(self, settings: Settings) -> HookEngine | None:
-        """The session's hook engine: settings hooks, plus a place for definitions' own
-        frontmatter hooks, which must run even when no settings file has a hook."""
+        """The session's hook engine: settings hooks and ``SessionOptions.hooks`` (an SDK's
+        callbacks), plus a place for definitions' own frontmatter hooks, which must run even
+        when no settings file has a hook."""
         config = config_from_settings(settings)  # HookConfigError names the bad file
+        if self.options.hooks is not None:
+            config = self.options.hooks if config is None else config.merged(self.options.hooks)
         definitions = self.runtime.definitions.definitions.values()
         if config is None and not any(d.hooks for d in definitions):
             return None  # no hook anywhere: the loop skips the hook calls altogether
@@ -361,15 +405,28 @@ class Session:
     # -- public -------------------------------------------------------------------------------
 
     async def run(self, prompt: str, on_event: EventSink | None = None) -> SessionResult:
-        """Run the main agent on ``prompt`` to its end; events go to ``on_event`` as they happen."""
-        self._set_sink(on_event or discard)
-        return await self._run_main(prompt)
+        """Run the main agent on ``prompt`` to its end; events go to ``on_event`` as they happen.
+
+        Outside ``async with`` (or ``open``) this is the whole session: it waits (bounded) for
+        background children, then closes. Inside, it is one turn of a conversation that goes
+        on: a second ``run`` continues it, and ``close`` ends it."""
+        if on_event is not None or not self._held:
+            self._set_sink(on_event or discard)
+        if self._held:
+            return await self._turn(prompt, wait_background=False)
+        try:
+            return await self._turn(prompt, wait_background=True)
+        finally:
+            await self.close()
 
     async def stream(self, prompt: str) -> AsyncIterator[Event]:
         """The same run as an async iterator of events, ending with the ``result`` event."""
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        previous = self.emit
         self._set_sink(queue.put_nowait)
-        task = asyncio.create_task(self._run_main(prompt), name=f"session:{self.session_id}")
+        task = asyncio.create_task(
+            self.run(prompt, on_event=queue.put_nowait), name=f"session:{self.session_id}"
+        )
         task.add_done_callback(lambda _t: queue.put_nowait(None))
         try:
             while (event := await queue.get()) is not None:
@@ -379,14 +436,116 @@ class Session:
             if not task.done():
                 self.abort.abort("consumer stopped")
                 await asyncio.gather(task, return_exceptions=True)
+            if self._held:
+                self._set_sink(previous)
+
+    def hold(self, on_event: EventSink | None = None) -> Session:
+        """Hold the session open for several turns (``run``/``stream`` each run one) until
+        ``close``; ``on_event`` receives the events of every turn."""
+        if self._closed:
+            raise RuntimeError("this Session is closed; SessionOptions(resume=...) continues it")
+        self._held = True
+        if on_event is not None:
+            self._set_sink(on_event)
+        return self
+
+    async def open(self, on_event: EventSink | None = None) -> Session:
+        """``hold``, for ``await``-style callers."""
+        return self.hold(on_event)
+
+    async def __aenter__(self) -> Session:
+        return await self.open()
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    async def deliver_pending(self, on_event: EventSink | None = None) -> SessionResult:
+        """A turn on what arrived while the session was idle (background notifications),
+        with no new user message; the caller checks ``has_pending_input`` first."""
+        if on_event is not None:
+            self._set_sink(on_event)
+        return await self._turn(None, wait_background=False)
+
+    def has_pending_input(self) -> bool:
+        return self.inbox.pending()
+
+    def expecting_background(self) -> bool:
+        """Background children still running, or their notifications on the way."""
+        return self.background.expecting_notifications()
+
+    def interrupt(self, reason: str = "interrupted by the user") -> bool:
+        """Abort the running turn (foreground children with it); background children and the
+        session go on. False when no turn is running."""
+        if self._turn_abort is None or not self._turn_running:
+            return False
+        self._turn_abort.abort(reason)
+        return True
+
+    def set_model(self, model: Model | str) -> Model:
+        """Switch the main agent's model for the rest of the session (its next model call)."""
+        resolved = _resolve(model)
+        self.model = resolved
+        if self._main is not None:
+            self._main.caller.model = resolved
+            self._main.run.model = resolved.name
+        return resolved
+
+    async def close(self) -> None:
+        """End the session: background children are killed, writes drained, SessionEnd fires.
+        Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        main = self._main
+        if main is None:
+            self.writer.close()
+            return
+        main.poller.cancel()
+        await asyncio.gather(main.poller, return_exceptions=True)
+        try:
+            await self._shutdown()
+        finally:
+            if self.runtime.hooks is not None:
+                await self.runtime.hooks.session_end("other")
+            self._release()
+            if self._observation is not None:
+                self._observation.end(None)
+                self._observation = None
 
     # -- internals ------------------------------------------------------------------------------
 
     def _set_sink(self, sink: EventSink) -> None:
         if self.observer is not None:
             sink = _tee(sink, self.observer.event)
+        if self.options.max_budget_usd is not None:
+            sink = self._budget_sink(sink)
         self.emit = sink
         self.runtime.sink = sink
+
+    def _forward(self, event: Event) -> None:
+        self.emit(event)
+
+    def _budget_sink(self, sink: EventSink) -> EventSink:
+        """Watch every model call of every agent: past the budget, stop the turn."""
+        limit = self.options.max_budget_usd
+
+        def watch(event: Event) -> None:
+            if isinstance(event, AssistantEvent):
+                self._cost_usd += cost_usd(event.model, event.usage)
+                if limit is not None and self._cost_usd >= limit:
+                    self._stop_for_budget()
+            sink(event)
+
+        return watch
+
+    def _stop_for_budget(self) -> None:
+        if self._turn_abort is not None and not self._turn_abort.aborted:
+            self._turn_abort.abort(BUDGET_REASON)
+        for state in list(self.registry.running()):
+            if state.type == "local_agent":
+                task = asyncio.get_running_loop().create_task(self.registry.kill(state.id))
+                self._budget_kills.add(task)
+                task.add_done_callback(self._budget_kills.discard)
 
     def main_tools(self) -> list[Tool[Any]]:
         mcp = self.runtime.mcp.tools() if self.runtime.mcp is not None else []
@@ -402,7 +561,7 @@ class Session:
             hooks=self.runtime.hooks.config if self.runtime.hooks is not None else None,
             session_id=self.session_id,
         )
-        return [
+        tools: list[Tool[Any]] = [
             agent,
             *core_tools(),
             TodoWriteTool(self.todos),
@@ -414,6 +573,7 @@ class Session:
             EnterWorktreeTool(worktrees),
             ExitWorktreeTool(worktrees),
         ]
+        return select_tools(tools, self.options.tool_names, self.options.disallowed_tools)
 
     def _system_prompt(self) -> str:
         """The main agent's system prompt (SessionOptions ``system_prompt``,
@@ -456,18 +616,20 @@ class Session:
         A resumed session continues its durable history (``agents.recovery``): tool calls a
         crash left unanswered get results (an adopted foreground child's output, or an
         "interrupted" error), and finished background children whose notification the
-        transcript lacks are queued in the inbox, once each."""
-        if not self.options.resume:
+        transcript lacks are queued in the inbox, once each. A fork starts a new transcript,
+        so the history is written to it again."""
+        resume = self.options.resume
+        if not resume:
             first = reminders.first_message(prompt) if reminders else user_message(prompt)
             return [first], 0
-        path = self.state.session_transcript(self.options.resume)
+        path = self.state.session_transcript(resume)
         if not path.exists():
-            raise ValueError(f"--resume {self.options.resume}: no such session in {self.cwd}")
+            raise ValueError(f"--resume {resume}: no such session in {self.cwd}")
         loaded = recovery.load_session(path)
         history = loaded.messages
-        records = self.store.list_agents(self.cwd, session_id=self.session_id)
+        records = self.store.list_agents(self.cwd, session_id=resume)
         repair = recovery.repair_unanswered(
-            history, records, session_id=self.session_id, project_path=str(self.cwd)
+            history, records, session_id=resume, project_path=str(self.cwd)
         )
         max_result = self.config.task_max_output
         owed = recovery.pending_notifications(
@@ -480,65 +642,96 @@ class Session:
             # The definitions may have changed since: the resumed run gets the current catalog.
             blocks = reminders.first_blocks(prompt)
             resumed = user_message([*repair, *blocks])
-        return [*history, resumed], len(history)
+        logged = 0 if self.session_id != resume else len(history)
+        return [*history, resumed], logged
 
-    async def _run_main(self, prompt: str) -> SessionResult:
-        if self._started:
-            # Its writer is closed and its managers released when a run ends (``_release``).
+    async def _turn(self, prompt: str | None, *, wait_background: bool) -> SessionResult:
+        if self._closed:
             raise RuntimeError(
-                "a Session runs once; create a new Session to run again "
-                "(SessionOptions(resume=<session id>) continues this one's conversation)"
+                "a Session runs once unless held open: use `async with Session(...)` (or "
+                "hold()) to run several turns, or SessionOptions(resume=<session id>) to "
+                "continue this one's conversation"
             )
-        self._started = True
-        observation = None
-        if self.observer is not None:
-            observation = self.observer.session_started(self.session_id, self.model.name)
+        if self._turn_running:
+            raise RuntimeError("a turn of this Session is already running")
+        self._turn_running = True
         try:
-            return await self._run_observed(prompt)
+            return await self._run_turn(prompt, wait_background)
         finally:
-            if observation is not None:
-                observation.end(None)
+            self._turn_running = False
 
-    async def _run_observed(self, prompt: str) -> SessionResult:
+    async def _run_turn(self, prompt: str | None, wait_background: bool) -> SessionResult:
+        started = time.monotonic()
+        first = self._main is None
+        main = self._main or await self._open_main()
+        mcp = self.runtime.mcp
+        self.emit(main.init_event(mcp.statuses() if mcp is not None else []))
+        if not self._warnings_live:  # warnings from before the run follow the first init
+            self._warnings_live = True
+            self._emit_warnings()
+        if first:
+            messages, logged = self._history(await self._first_prompt(prompt or ""), main.reminders)
+            main.job.messages[:] = messages
+            main.job.logged_messages = logged
+        else:
+            main.job.logged_messages = len(main.job.messages)
+            if prompt is not None:
+                main.job.messages.append(main.turn_message(prompt))
+        if wait_background:
+            self._wait_for_background(main.run.agent_id)
+        turn_abort = self._turn_abort = self.abort.child()
+        options = self.options
+        limits = Budget(
+            max_turns=options.max_turns,
+            max_tokens=options.max_tokens,
+            max_wall_ms=options.max_wall_ms,
+        )
+        main.begin_turn(turn_abort, prompt, limits)
+        try:
+            outcome = await run_agent(main.job)
+        finally:
+            turn_abort.unlink()  # the session's signal forgets a finished turn (no cycle)
+        result = self._result(outcome, int((time.monotonic() - started) * 1000))
+        self.emit(ResultEvent(payload=result.payload))
+        return result
+
+    async def _first_prompt(self, prompt: str) -> str:
+        hooks = self.runtime.hooks
+        if hooks is None:
+            return prompt
+        extra = await hooks.session_start("resume" if self.options.resume else "startup")
+        return f"{prompt}\n\n{extra}" if extra else prompt
+
+    async def _open_main(self) -> MainAgent:
+        """The first turn sets the session up: the main agent's tools, prompt and context,
+        crash recovery of earlier runs, the stop-request poller."""
+        if self.observer is not None:
+            # The session span covers every turn; ``close`` ends it.
+            self._observation = self.observer.session_started(self.session_id, self.model.name)
         await self._start_mcp()
         tools = self.main_tools()
+        if self.options.json_schema is not None:
+            tools.append(StructuredOutputTool(self.options.json_schema))
         names = [t.name for t in tools]
         ref = AgentRef(agent_id=self.session_id, agent_type="main")
-        run = AgentRun(ref=ref, prompt=prompt, model=self.model.name)
+        run = AgentRun(ref=ref, prompt="", model=self.model.name)
         self.runtime.register(run)
         self.runtime.project_context = await load_project_context(self.cwd)
-        self.emit(
-            InitEvent(
-                session_id=self.session_id,
-                model=self.model.name,
-                cwd=str(self.cwd),
-                tools=names,
-                agent=ref,
-                mcp_servers=self.runtime.mcp.statuses() if self.runtime.mcp is not None else [],
-            )
-        )
-        self._warnings_live = True
-        self._emit_warnings()
         extra_dirs = [*self.options.additional_dirs, *self.settings.additional_directories]
         roots = (self.cwd, *(canonical_project(d) for d in extra_dirs))
         system = self._system_prompt()
+        if self.options.json_schema is not None:
+            system = f"{system}\n\n{STRUCTURED_OUTPUT_NOTE}"
         await recovery.reconcile_orphans(self.store, self.state, hooks=self.runtime.hooks)
-        hooks = self.runtime.hooks
-        prompt_text = prompt
-        if hooks is not None:
-            extra = await hooks.session_start("resume" if self.options.resume else "startup")
-            if extra:
-                prompt_text = f"{prompt}\n\n{extra}"
         self._watch_definitions()
         reminders = reminders_for(self.runtime, None, names)
-        messages, logged = self._history(prompt_text, reminders)
         frame = AgentFrame(
             run=run,
             model=self.model,
             system=system,
             tools=tools,
             tool_schemas=[tool.schema() for tool in tools],
-            messages=messages,
+            messages=[],
             permission_mode=self.permissions.context.mode,
             permissions=self.permissions,
         )
@@ -547,7 +740,9 @@ class Session:
             roots=roots,
             abort=self.abort,
             agent=ref,
-            emit=self.emit,
+            # Held open, the sink may change between turns: go through the session. A one-shot
+            # run keeps the sink itself, so an unwatched run skips building events (``discard``).
+            emit=self._forward if self._held else self.emit,
             services=self.services,
             owner=frame,
             can_use_tool=self.permissions,
@@ -561,35 +756,19 @@ class Session:
             caller=self._caller(),
             ctx=ctx,
             tool_concurrency=self.config.tool_concurrency,
-            budget=Budget(
-                max_turns=self.options.max_turns,
-                max_tokens=self.options.max_tokens,
-                max_wall_ms=self.options.max_wall_ms,
-            ),
             inbox=self.inbox,
             transcript=self._transcript_path(),
-            logged_messages=logged,
             reminders=reminders.next_blocks if reminders else None,
             restate=reminders.restated_blocks if reminders else None,
             compaction=self.runtime.compaction_policy(self.model),
         )
-        started = time.monotonic()
-        self._wait_for_background(ref.agent_id)
         poller = asyncio.create_task(
             self.background.poll_stop_requests(), name=f"stop-poller:{self.session_id}"
         )
-        try:
-            outcome = await run_agent(job)
-        finally:
-            poller.cancel()
-            await asyncio.gather(poller, return_exceptions=True)
-            await self._shutdown()
-            if hooks is not None:
-                await hooks.session_end("other")
-        result = self._result(outcome, int((time.monotonic() - started) * 1000))
-        self.emit(ResultEvent(payload=result.payload))
-        self._release()
-        return result
+        self._main = MainAgent(
+            job=job, frame=frame, poller=poller, cwd=str(self.cwd), reminders=reminders
+        )
+        return self._main
 
     async def _start_mcp(self) -> None:
         """Kill what a crashed session left running, then start this session's servers."""
@@ -607,6 +786,12 @@ class Session:
         self.runtime.on_child_done.clear()
         self.runtime.definitions_watch = None
         self.inbox.expecting = None
+        self.inbox.on_put = None
+        if self._main is not None:
+            # The catalog feed and its definition watch call back into this session.
+            self._main.reminders = None
+            self._main.job.reminders = None
+            self._main.job.restate = None
 
     def _wait_for_background(self, main_id: str) -> None:
         """After its final answer the main agent waits (bounded) for its background children,
@@ -648,8 +833,17 @@ class Session:
 
     def _result(self, outcome: LoopOutcome, duration_ms: int) -> SessionResult:
         subtype = SUBTYPES[outcome.reason]
+        if outcome.reason == "aborted" and outcome.error == BUDGET_REASON:
+            subtype = "error_max_budget_usd"
+        structured = self._structured_output()
+        if subtype == "success" and self.options.json_schema is not None and structured is None:
+            subtype = "error_max_structured_output_retries"
         text = outcome.final_text
-        if subtype != "success":
+        if subtype == "error_max_budget_usd":
+            text = f"Reached the budget of ${self.options.max_budget_usd} (max_budget_usd)"
+        elif subtype == "error_max_structured_output_retries":
+            text = "The model ended without a valid StructuredOutput call"
+        elif subtype != "success":
             text = outcome.error or _reason_text(outcome.reason)
         payload: dict[str, Any] = {
             "type": "result",
@@ -662,8 +856,20 @@ class Session:
             "usage": self.total_usage().to_dict(),
             "agents": [run.summary() for run in self.agents],
             "warnings": list(self.warnings),
+            **result_fields(self.agents, outcome, self.permissions.denied),
+            "errors": [text] if subtype != "success" else [],
         }
+        if self.options.json_schema is not None:
+            payload["structured_output"] = structured
         return SessionResult(payload=payload, agents=list(self.agents), outcome=outcome)
+
+    def _structured_output(self) -> Any:
+        if self._main is None:
+            return None
+        for tool in self._main.job.tools:
+            if isinstance(tool, StructuredOutputTool):
+                return tool.value
+        return None
 
 
 def _reason_text(reason: str) -> str:

@@ -34,7 +34,7 @@ from subagents.agents.results import launched_output, notice_for
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.supervision import Supervisor, append_output
 from subagents.agents.tasks import TaskOutputError, TaskRegistry, TaskState, open_output_file
-from subagents.events import NotificationEvent
+from subagents.events import NotificationEvent, SystemEvent
 from subagents.loop.inbox import Inbox, InboxItem
 from subagents.loop.query import LoopStats
 from subagents.store.capabilities import StopRequests
@@ -120,6 +120,19 @@ class Children:
         if name:
             self.names[name] = run.agent_id
         self.registry.start(run.agent_id)
+        runtime.emit(
+            SystemEvent(
+                agent=run.ref,
+                subtype="agent_started",
+                data={
+                    "task_id": run.agent_id,
+                    "description": run.description,
+                    "task_type": "local_agent",
+                    "tool_use_id": run.tool_use_id,
+                    "background": run.is_background,
+                },
+            )
+        )
         if self.records is not None:
             durability.started(self.records, job, state)
             _track_activity(job, self.records)
@@ -190,9 +203,8 @@ class Children:
         run, state = child.run, child.state
         if not self.registry.mark_notified(run.agent_id):
             return
-        text = render_notification(
-            notice_for(child), max_result=self.runtime.config.task_max_output
-        )
+        notice = notice_for(child)
+        text = render_notification(notice, max_result=self.runtime.config.task_max_output)
         self.notify(
             run.ref.parent_agent_id or "", InboxItem(id=notification_id(run.agent_id), text=text)
         )
@@ -202,6 +214,12 @@ class Children:
                 task_id=run.agent_id,
                 status=state.status,
                 summary=f'Agent "{run.description}" {state.status}',
+                output_file=notice.output_file,
+                usage={
+                    "total_tokens": notice.total_tokens,
+                    "tool_uses": notice.tool_uses,
+                    "duration_ms": notice.duration_ms,
+                },
             )
         )
 

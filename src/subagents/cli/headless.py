@@ -9,35 +9,45 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
+import contextlib
 import json
 import os
 import signal
 import sys
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
+from subagents.cli.flags import CLAUDE_CODE_COMPAT_VERSION, ignored_flags
+from subagents.cli.sdk_events import SdkShaper
+from subagents.cli.sdk_requests import SdkRequests, sdk_mcp_server_names
+from subagents.cli.session_plan import (
+    SessionPlan,
+    StartupError,
+    check_local_model,
+    choose_model,
+    latest_session,
+    slash_commands,
+)
+from subagents.cli.stream_input import StreamInput
+from subagents.cli.stream_session import SessionRequest, StreamSession, write_line
 from subagents.events import Event, ProgressEvent, SystemEvent
-from subagents.session import Session, SessionOptions, SessionResult
-from subagents.state import ProjectState
+from subagents.session import Session, SessionResult
 
-DEFAULT_MODEL = "local"
-"""The embedded model: what ``-p`` runs on a machine with no key and no server configured."""
-ANTHROPIC_DEFAULT = "anthropic:sonnet"
-
-
-class StartupError(Exception):
-    """The session could not start; the message is the one line the user sees."""
+__all__ = ["StartupError", "check_local_model", "choose_model", "latest_session", "run_headless"]
 
 
 def run_headless(args: argparse.Namespace) -> int:
+    for warning in ignored_flags(args):
+        _warn(warning)
     try:
-        session = _session_from_args(args)
+        plan = SessionPlan.from_args(args, _warn)
+        if args.input_format == "stream-json":
+            return _run_stream(plan, args)
+        session = plan.build(SessionRequest())
     except (StartupError, ValueError, OSError) as exc:
         print(f"subagents: error: {exc}", file=sys.stderr)
         return 2
-    printer = _Printer(args.output_format)
+    printer = _Printer(args.output_format, _shaper(session, plan, args))
     try:
         result = asyncio.run(_run(session, args.prompt, printer))
     except KeyboardInterrupt:
@@ -53,107 +63,133 @@ def run_headless(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn(message: str) -> None:
+    print(f"subagents: warning: {message}", file=sys.stderr, flush=True)
+
+
 async def _run(session: Session, prompt: str, printer: _Printer) -> SessionResult:
     """Run with SIGINT/SIGTERM turned into an abort: children stop, their shells die, and the
     run still ends with a result (``error_during_execution``)."""
+    with _signals_abort(session):
+        return await session.run(prompt, on_event=printer.event)
+
+
+@contextlib.contextmanager
+def _signals_abort(session: Session) -> Iterator[None]:
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
         loop.add_signal_handler(sig, session.abort.abort, f"interrupted by {sig.name}")
     try:
-        return await session.run(prompt, on_event=printer.event)
+        yield
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
 
 
-def _session_from_args(args: argparse.Namespace) -> Session:
-    cwd = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
-    if not cwd.is_dir():
-        raise StartupError(f"--cwd {args.cwd}: not a directory")
-    model = choose_model(args.model, os.environ)
-    check_local_model(model, explicit=bool(args.model or os.environ.get("SUBAGENTS_MODEL")))
-    resume = args.resume
-    if args.continue_latest and not resume:
-        resume = latest_session(ProjectState.for_cwd(cwd))
-        if resume is None:
-            raise StartupError(f"--continue: no earlier session for {cwd}")
-    options = SessionOptions(
-        model=model,
-        cwd=cwd,
-        max_turns=args.max_turns,
-        resume=resume,
-        fallback_model=args.fallback_model,
-        agents_json=args.agents,
-        permission_mode=args.permission_mode,
-        settings_file=Path(args.settings).expanduser() if args.settings else None,
-        system_prompt=args.system_prompt,
-        system_prompt_file=(
-            Path(args.system_prompt_file).expanduser() if args.system_prompt_file else None
-        ),
-        append_system_prompt=args.append_system_prompt,
-        mcp_config=tuple(args.mcp_config),
-        strict_mcp_config=args.strict_mcp_config,
+def _run_stream(plan: SessionPlan, args: argparse.Namespace) -> int:
+    """``--input-format stream-json``: the SDK's long-lived session (``stream_session``)."""
+    if args.output_format != "stream-json":
+        raise StartupError("--input-format stream-json needs --output-format stream-json")
+    configured = plan.model.spec
+    requests = SdkRequests(
+        configured_model=plan.configured_model,
+        current_spec=configured,
+        slash_commands=lambda: slash_commands(plan.options.cwd, args.setting_sources),
+        sdk_mcp_servers=sdk_mcp_server_names(args.mcp_config),
     )
-    return Session(options)
 
+    def factory(request: SessionRequest) -> Session:
+        session = plan.build(request)
+        printer = _Printer("stream-json", _shaper(session, plan, args))
+        return session.hold(printer.event)
 
-def choose_model(cli_model: str | None, env: Mapping[str, str]) -> str:
-    """The model spec of a run: ``--model`` > ``SUBAGENTS_MODEL`` > Claude when
-    ``ANTHROPIC_API_KEY`` is set > ``openai:<OPENAI_MODEL>`` when ``OPENAI_BASE_URL`` is set >
-    the embedded ``local`` model, so a fresh machine with no key still runs."""
-    if cli_model:
-        return cli_model
-    if env.get("SUBAGENTS_MODEL"):
-        return env["SUBAGENTS_MODEL"]
-    if env.get("ANTHROPIC_API_KEY"):
-        return ANTHROPIC_DEFAULT
-    if env.get("OPENAI_BASE_URL"):
-        name = env.get("OPENAI_MODEL", "").strip()
-        if not name:
-            raise StartupError(
-                "OPENAI_BASE_URL is set but OPENAI_MODEL is not: set OPENAI_MODEL to the "
-                "server's model name, or pass --model openai:NAME"
-            )
-        return f"openai:{name}"
-    return DEFAULT_MODEL
-
-
-def check_local_model(spec: str, *, explicit: bool) -> None:
-    """Fail before the run starts, in one line, when a ``local`` model cannot load: a missing
-    engine or model file would otherwise surface only as the first model call's error."""
-    provider, _, rest = spec.strip().partition(":")
-    if provider != "local":
-        return
-    from subagents.models.base import ModelError
-    from subagents.models.local import INSTALL_EXTRA_HINT, local_model_for
-
-    others = "" if explicit else "; or set ANTHROPIC_API_KEY, OPENAI_BASE_URL or --model"
-    if importlib.util.find_spec("xllamacpp") is None:
-        raise StartupError(f"{INSTALL_EXTRA_HINT}, then run `subagents model install`{others}")
+    stream = StreamSession(
+        factory=factory,
+        write=write_line,
+        warn=_warn,
+        stdio_permissions=args.permission_prompt_tool == "stdio",
+        bg_wait_ms=background_wait_ms(),
+        handlers=requests,
+    )
     try:
-        local_model_for(rest).model_path()
-    except ModelError as error:
-        raise StartupError(f"{_one_line(str(error))}{others}") from None
+        return asyncio.run(_drive(stream))
+    except KeyboardInterrupt:
+        return 130
 
 
-def latest_session(state: ProjectState) -> str | None:
-    folder = state.sessions_dir
-    if not folder.is_dir():
-        return None
-    files = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
-    return files[-1].stem if files else None
+async def _drive(stream: StreamSession) -> int:
+    stdin = StreamInput(sys.stdin.buffer, stream.warn)
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+
+    def stop(name: str) -> None:
+        if stream.session is not None:
+            stream.session.abort.abort(f"interrupted by {name}")
+        stream.stop()
+
+    for sig in signals:
+        loop.add_signal_handler(sig, stop, sig.name)
+    try:
+        return await stream.run(stdin)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+def background_wait_ms() -> int:
+    """How long EOF waits for background children: the SDK's ceiling when it set one."""
+    for name in ("CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS", "SUBAGENTS_PRINT_BG_WAIT_MS"):
+        raw = os.environ.get(name, "").strip()
+        if raw.isdigit():
+            return int(raw) or 2**31
+    return 600_000
+
+
+def _shaper(session: Session, plan: SessionPlan, args: argparse.Namespace) -> SdkShaper:
+    def init_fields() -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "claude_code_version": CLAUDE_CODE_COMPAT_VERSION,
+            "permissionMode": session.permissions.context.mode,
+            "apiKeySource": _api_key_source(session),
+            "mcp_servers": session.runtime.mcp.statuses() if session.runtime.mcp else [],
+            "agents": list(session.runtime.definitions.names()),
+            "slash_commands": slash_commands(plan.options.cwd, args.setting_sources),
+            "output_style": "default",
+            "skills": [],
+            "plugins": [],
+            "capabilities": [],
+        }
+        if plan.model.note:
+            fields["requested_model"] = plan.model.requested
+            fields["model_note"] = plan.model.note
+        return fields
+
+    return SdkShaper(
+        session_id=session.session_id,
+        init_fields=init_fields,
+        partial_messages=args.include_partial_messages,
+    )
+
+
+def _api_key_source(session: Session) -> str:
+    provider = getattr(session.model, "provider", "")
+    if provider == "anthropic" and os.environ.get("ANTHROPIC_API_KEY"):
+        return "ANTHROPIC_API_KEY"
+    return "none"
 
 
 class _Printer:
     """Writes events or the final result in the chosen output format."""
 
-    def __init__(self, output_format: str) -> None:
+    def __init__(self, output_format: str, shaper: SdkShaper) -> None:
         self.format = output_format
+        self.shaper = shaper
 
     def event(self, event: Event) -> None:
         if self.format == "stream-json":
-            _write_json(event.to_dict())
+            for line in self.shaper.lines(event):
+                _write_json(line)
         elif isinstance(event, SystemEvent) and event.subtype == "warning":
             sys.stderr.write(f"subagents: warning: {event.data.get('message', '')}\n")
         elif self._is_live_progress(event):
@@ -177,7 +213,7 @@ class _Printer:
 
 
 def _write_json(data: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
     sys.stdout.flush()
 
 

@@ -1,7 +1,9 @@
 """The ``subagents`` command: argument parsing and dispatch, nothing else.
 
-``subagents -p PROMPT …`` runs one session headless (``cli/headless.py``); subcommands (``agents``,
-``tasks``, ``transcript``, ``model``) each live in their own module with a ``register`` function.
+``subagents [-p] PROMPT …`` runs one session headless (``cli/headless.py``; the prompt may come
+from stdin, or a stream of messages with ``--input-format stream-json``); subcommands
+(``agents``, ``tasks``, ``transcript``, ``model``, ``worktrees``, ``mcp``) each live in their own
+module with a ``register`` function, and are recognised by the first argument.
 """
 
 from __future__ import annotations
@@ -11,48 +13,30 @@ import gc
 import sys
 from collections.abc import Sequence
 
-from subagents import __version__
+from subagents.cli.flags import add_headless_arguments, bind_values
 from subagents.cli.mcp_cmd import add_mcp_arguments
 
-OUTPUT_FORMATS = ("text", "json", "stream-json")
 SUBCOMMAND_MODULES = ("agents_cmd", "tasks_cmd", "model_cmd", "worktrees_cmd", "mcp_cmd")
-PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "dontAsk", "plan")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The headless parser: ``subagents [-p] [PROMPT] [flags]`` (see ``cli/flags.py``)."""
     parser = argparse.ArgumentParser(
         prog="subagents",
-        description="Run a coordinating agent that delegates to sub-agents.",
+        description="Run a coordinating agent that delegates to sub-agents. Subcommands: "
+        "agents, tasks, transcript, model, worktrees, mcp (subagents COMMAND --help).",
+        allow_abbrev=False,
     )
-    parser.add_argument("--version", action="version", version=f"subagents {__version__}")
-    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="run headless")
-    parser.add_argument(
-        "--model", help="PROVIDER:NAME (scripted:FILE, anthropic:ID, openai:NAME, local)"
-    )
-    parser.add_argument("--fallback-model", help="model to switch to on a fallback-class error")
-    parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default="text")
-    parser.add_argument("--agents", metavar="JSON", help="extra agent definitions as JSON")
-    parser.add_argument("--permission-mode", choices=PERMISSION_MODES)
-    parser.add_argument("--max-turns", type=_positive_int, metavar="N")
-    parser.add_argument("--settings", metavar="FILE", help="an extra settings file")
-    parser.add_argument("--cwd", metavar="DIR", help="working directory (default: current)")
-    parser.add_argument("--resume", "-r", metavar="SESSION_ID", help="continue a session")
-    parser.add_argument(
-        "--continue",
-        "-c",
-        dest="continue_latest",
-        action="store_true",
-        help="continue the project's latest session",
-    )
-    parser.add_argument("--verbose", action="store_true", help="show child progress lines")
+    add_headless_arguments(parser)
     add_mcp_arguments(parser)
-    prompts = parser.add_mutually_exclusive_group()
-    prompts.add_argument("--system-prompt", metavar="TEXT", help="replace the system prompt")
-    prompts.add_argument("--system-prompt-file", metavar="FILE", help="replace it from a file")
-    parser.add_argument(
-        "--append-system-prompt", metavar="TEXT", help="add text at the end of the system prompt"
-    )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    return parser
+
+
+def build_command_parser() -> argparse.ArgumentParser:
+    """The parser of ``subagents COMMAND …`` (the subcommands' own modules register them)."""
+    parser = argparse.ArgumentParser(prog="subagents", allow_abbrev=False)
+    parser.add_argument("--cwd", metavar="DIR", help="working directory (default: current)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _register_subcommands(subparsers)
     return parser
 
@@ -70,16 +54,6 @@ def _register_subcommands(subparsers: argparse._SubParsersAction[argparse.Argume
         module.register(subparsers)
 
 
-def _positive_int(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {raw!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {raw!r}")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     # Start-up creates only objects that live as long as the process (modules, classes,
     # schemas): a collection during it finds nothing, and they cost a tenth of its CPU.
@@ -92,16 +66,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     _tolerate_lone_surrogates()
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
-    if handler is not None:
+    items = list(sys.argv[1:] if argv is None else argv)
+    if _is_command(items):
         gc.enable()
-        code: int = handler(args)
+        command_args = build_command_parser().parse_args(items)
+        code: int = command_args.handler(command_args)
         return code
-    if args.prompt is None:
-        parser.print_help(sys.stderr)
-        return 2
+    parser = build_parser()
+    args = parser.parse_args(bind_values(items, parser))
+    if args.prompt is None and args.input_format == "text":
+        if sys.stdin is None or sys.stdin.isatty():
+            parser.print_help(sys.stderr)
+            return 2
+        args.prompt = sys.stdin.read()
     from subagents.cli.headless import run_headless
 
     # Everything imported so far lives as long as the process: keep it out of every later
@@ -121,6 +98,16 @@ def _tolerate_lone_surrogates() -> None:
         reconfigure = getattr(stream, "reconfigure", None)  # absent when a test swaps the stream
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+
+
+def _is_command(items: list[str]) -> bool:
+    """``subagents [--cwd DIR] COMMAND …``: a subcommand is the first word after ``--cwd``."""
+    rest = items
+    if rest[:1] == ["--cwd"]:
+        rest = rest[2:]
+    elif rest and rest[0].startswith("--cwd="):
+        rest = rest[1:]
+    return bool(rest) and rest[0] in {"agents", "tasks", "transcript", "model", "worktrees", "mcp"}
 
 
 def _raise_descriptor_limit(ceiling: int = 65_536) -> None:

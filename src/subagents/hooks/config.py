@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -94,6 +94,9 @@ _UNUSED_HANDLER_FIELDS: Final = frozenset(
 _HANDLER_FIELDS: Final = frozenset({"type", "command", "args", "timeout", "if"})
 _PROJECT_DIR: Final = re.compile(r"\$\{CLAUDE_PROJECT_DIR\}")
 
+HookCallback = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+"""An in-process hook: the hook input JSON in, the hook output JSON out."""
+
 
 class HookConfigError(ValueError):
     """A malformed hooks block; the message names the source and the path inside it."""
@@ -109,6 +112,12 @@ class HookCommand:
     """Where it was configured (a settings file, an agent definition), for warnings."""
     condition: IfCondition | None = None
     """The handler's ``if``: the hook runs only for tool calls matching it."""
+    callback: HookCallback | None = None
+    """Instead of a shell command: an in-process callable given the same JSON input, whose
+    answer is read as a command hook's stdout JSON (an SDK hook over the control protocol).
+    ``command`` then only names it (and keeps identical callbacks from running twice)."""
+    blocks_on_failure: bool = False
+    """A callback that fails blocks (exit 2) instead of being a non-blocking error."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)

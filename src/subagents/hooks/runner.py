@@ -116,6 +116,8 @@ async def run_command_hook(
     """Run one hook; when it ends (or times out, or the caller is cancelled) everything it
     started is ended too: its process group, and every process carrying its run tag. It holds
     a process slot while it runs (``descriptors``): past the budget it waits, not fails."""
+    if command.callback is not None:
+        return await run_callback_hook(command, stdin)
     async with process_slot():
         return await _run_command_hook(command, stdin, cwd=cwd, env=env, processes=processes)
 
@@ -187,6 +189,27 @@ async def _run_command_hook(
         stderr=err.text(),
         pid=proc.pid,
     )
+
+
+async def run_callback_hook(command: HookCommand, stdin: bytes) -> HookRun:
+    """An in-process hook: its answer is what a command would have printed on exit 0; an
+    exception or a timeout is a failed hook (exit 2 when it blocks on failure, else 1)."""
+    assert command.callback is not None
+    failed = 2 if command.blocks_on_failure else 1
+    try:
+        async with asyncio.timeout(command.timeout):
+            answer = await command.callback(json.loads(stdin))
+    except TimeoutError:
+        # A callback that blocks on failure must block (exit 2), not read as a mere timeout.
+        return HookRun(
+            command=command,
+            exit_code=failed,
+            stderr=f"hook callback timed out after {command.timeout:g}s",
+            timed_out=not command.blocks_on_failure,
+        )
+    except Exception as exc:
+        return HookRun(command=command, exit_code=failed, stderr=f"hook callback failed: {exc}")
+    return HookRun(command=command, exit_code=0, stdout=json.dumps(dict(answer), default=str))
 
 
 async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:

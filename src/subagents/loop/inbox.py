@@ -36,6 +36,8 @@ class Inbox:
         """Says whether more input may still come (e.g. background children are running)."""
         self.wait_deadline: float | None = None
         """Monotonic time after which ``wait_for_delivery`` stops waiting."""
+        self.on_put: Callable[[], None] | None = None
+        """Told after an item is queued (a long-lived session wakes for it when idle)."""
 
     def put(self, item: InboxItem) -> bool:
         """Queue an item; False when an item with that id was already queued or delivered."""
@@ -45,6 +47,8 @@ class Inbox:
         self._items.append(item)
         if self._arrived is not None:
             self._arrived.set()
+        if self.on_put is not None:
+            self.on_put()
         return True
 
     def pending(self) -> bool:

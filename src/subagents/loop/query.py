@@ -120,6 +120,8 @@ class LoopStats:
     / 4 of each user message appended since (what automatic compaction compares)."""
     compactions: int = 0
     """Summary compactions so far (the ordinal of the next summary request is this + 1)."""
+    api_ms: int = 0
+    """Wall time spent waiting for model calls (``duration_api_ms``)."""
     activities: list[str] = field(default_factory=list)
     call_outputs: list[CallResult] = field(default_factory=list)
 
@@ -274,7 +276,9 @@ class _Loop:
         )
         if spec.caller.on_notice is None:
             spec.caller.on_notice = self._notice
+        started = time.monotonic()
         done = await spec.caller.call(request)
+        stats.api_ms += int((time.monotonic() - started) * 1000)
         usage = done.usage
         stats.num_turns += 1
         stats.usage.add(usage)
@@ -287,7 +291,16 @@ class _Loop:
         message = done.message
         self._append(message)
         if ctx.emit is not discard:  # nobody watching: skip building the event
-            ctx.emit(AssistantEvent(agent=ctx.agent, message=message, usage=usage))
+            model = done.model or spec.caller.model.name
+            ctx.emit(
+                AssistantEvent(
+                    agent=ctx.agent,
+                    message=message,
+                    usage=usage,
+                    model=model,
+                    stop_reason=done.stop_reason,
+                )
+            )
         calls = tool_uses(message)
         for call in calls:
             stats.tool_use_count += 1
@@ -334,7 +347,8 @@ class _Loop:
         message = user_message(blocks)
         self._append(message)
         if self.ctx.emit is not discard:
-            self.ctx.emit(ToolResultsEvent(agent=self.ctx.agent, message=message))
+            outputs = [r.output.metadata if r.output is not None else None for r in results]
+            self.ctx.emit(ToolResultsEvent(agent=self.ctx.agent, message=message, outputs=outputs))
 
     def _settle_interrupted_turn(self) -> None:
         """Give every unanswered tool_use of the last turn a cancelled result."""

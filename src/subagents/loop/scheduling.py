@@ -24,6 +24,7 @@ from subagents.events import ProgressEvent
 from subagents.messages import ToolResultBlock, ToolUseBlock, tool_result_block
 from subagents.observe import RunObserver
 from subagents.tools.base import (
+    CURRENT_TOOL_USE_ID,
     HOOK_APPROVED,
     CallInfo,
     LoopHooks,
@@ -222,6 +223,7 @@ async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
     tool, args = call.tool, call.args
     extra_context = ""
     step = "permission check"
+    call_token = CURRENT_TOOL_USE_ID.set(block["id"])
     try:
         if ctx.hooks is None:  # no hook to consult: straight to the rules (one await less)
             args, denial = await _check_rules(tool, args, ctx)
@@ -242,6 +244,8 @@ async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
         raise
     except Exception as exc:
         output = ToolOutput(content=_failure(name, step, exc), is_error=True)
+    finally:
+        CURRENT_TOOL_USE_ID.reset(call_token)
     content = truncate(output.content, tool.max_result_chars)
     if ctx.hooks is not None:
         added = await _post_tool_use(ctx.hooks, name, block, output, ctx)

@@ -30,7 +30,14 @@ from subagents.permissions.decision import Decision, decide_off_loop
 from subagents.permissions.denials import DenialLimits, DenialTracker
 from subagents.permissions.read_rules import read_denial
 from subagents.permissions.rules import PermissionRule
-from subagents.tools.base import ALLOW, HOOK_APPROVED, PermissionResult, Tool, ToolContext
+from subagents.tools.base import (
+    ALLOW,
+    CURRENT_TOOL_USE_ID,
+    HOOK_APPROVED,
+    PermissionResult,
+    Tool,
+    ToolContext,
+)
 
 DEFAULT_ASK_TIMEOUT = 300.0
 
@@ -47,16 +54,27 @@ class PermissionRequest:
     reason: str
     rule: PermissionRule | None = None
     background: bool = False
+    tool_use_id: str | None = None
 
 
-AskCallback = Callable[[PermissionRequest], Awaitable[bool]]
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AskAnswer:
+    """A prompt's answer with more than yes/no (an SDK ``can_use_tool`` callback): a deny
+    ``message`` for the model, or an allow with ``updated_input`` replacing the call's input."""
+
+    allow: bool
+    message: str = ""
+    updated_input: dict[str, Any] | None = None
+
+
+AskCallback = Callable[[PermissionRequest], Awaitable[bool | AskAnswer]]
 
 
 def serialized(callback: AskCallback) -> AskCallback:
     """Wrap ``callback`` so concurrent asks (several children at once) prompt one at a time."""
     lock = asyncio.Lock()
 
-    async def ask(request: PermissionRequest) -> bool:
+    async def ask(request: PermissionRequest) -> bool | AskAnswer:
         async with lock:
             return await callback(request)
 
@@ -78,6 +96,9 @@ class PermissionChecker:
     denial_limits: DenialLimits | None = field(default_factory=DenialLimits)
     """None turns the breaker off (e.g. for an interactive main agent)."""
     trackers: dict[str, DenialTracker] = field(default_factory=dict)
+    denied: list[dict[str, Any]] = field(default_factory=list)
+    """Every denied call of this agent and its children (shared, like ``trackers``):
+    ``{tool_name, tool_use_id, tool_input, agent_id}`` (the result's ``permission_denials``)."""
 
     async def __call__(
         self, tool: Tool[Any], args: BaseModel, ctx: ToolContext
@@ -92,14 +113,18 @@ class PermissionChecker:
             )
         decision = await decide_off_loop(self.context, tool, args, ctx)
         rule, decided_by = decision.rule, "rule" if decision.rule is not None else "mode"
+        updated: dict[str, Any] | None = None
         if decision.behavior == "ask":
             decided_by = "hook" if HOOK_APPROVED.get() else "ask"
-            decision = await self._resolve_ask(decision, tool, args, ctx)
+            decision, updated = await self._resolve_ask(decision, tool, args, ctx)
         if ctx.observer is not None:  # off: not even the call (this runs for every tool call)
             _observe(ctx, tool, decision, decided_by, rule)
         if decision.behavior == "allow":
             tracker.record_allow()
-            return ALLOW
+            if updated is None:
+                return ALLOW
+            return PermissionResult(behavior="allow", updated_input=updated)
+        self._record_denial(tool, args, ctx)
         message = decision.message
         if tracker.record_denial():
             message = f"{message}\n\n{tracker.stop_message()}"
@@ -132,30 +157,40 @@ class PermissionChecker:
         """A checker for a child: its own context, the same prompt channel and denial book."""
         return replace(self, context=context, background=background)
 
+    def _record_denial(self, tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> None:
+        self.denied.append(
+            {
+                "tool_name": tool.name,
+                "tool_use_id": CURRENT_TOOL_USE_ID.get(),
+                "tool_input": args.model_dump(mode="json", by_alias=True, exclude_none=True),
+                "agent_id": ctx.agent.agent_id,
+            }
+        )
+
     async def _resolve_ask(
         self, decision: Decision, tool: Tool[Any], args: BaseModel, ctx: ToolContext
-    ) -> Decision:
+    ) -> tuple[Decision, dict[str, Any] | None]:
         subject = decision.subject or tool.name
         if HOOK_APPROVED.get():
-            return Decision(behavior="allow", subject=subject)  # a PreToolUse hook said allow
+            return Decision(behavior="allow", subject=subject), None  # a PreToolUse hook allowed
         if self.context.denies_asks:
             return _deny(
                 f"Permission to use {subject} was denied: permission mode 'dontAsk' denies "
                 "anything that is not allowed by a rule."
-            )
+            ), None
         background = self.background or (ctx.owner is not None and ctx.owner.is_background)
         if background and not (self.route_background_asks and self.ask_callback):
             return _deny(
                 f"Permission to use {tool.name} was denied: background agents cannot show "
                 "permission prompts (fail rather than hang)"
-            )
+            ), None
         if self.ask_callback is None:
             why = f" ({decision.message})" if decision.message else ""
             return _deny(
                 f"Permission to use {subject} was denied: it needs approval and this run has "
                 "no one to ask (headless). Add an allow rule to the settings or choose "
                 f"another permission mode.{why}"
-            )
+            ), None
         request = PermissionRequest(
             tool_name=tool.name,
             input=args.model_dump(mode="json", by_alias=True, exclude_none=True),
@@ -164,10 +199,11 @@ class PermissionChecker:
             reason=decision.message,
             rule=decision.rule,
             background=background,
+            tool_use_id=CURRENT_TOOL_USE_ID.get(),
         )
         return await self._ask(request)
 
-    async def _ask(self, request: PermissionRequest) -> Decision:
+    async def _ask(self, request: PermissionRequest) -> tuple[Decision, dict[str, Any] | None]:
         assert self.ask_callback is not None
         subject = request.subject
         try:
@@ -177,15 +213,20 @@ class PermissionChecker:
             return _deny(
                 f"Permission to use {subject} was denied: no answer to the permission prompt "
                 f"within {self.ask_timeout:g} s."
-            )
+            ), None
         except Exception as exc:  # a broken prompt must fail closed, not crash the agent
             return _deny(
                 f"Permission to use {subject} was denied: the permission prompt failed "
                 f"({type(exc).__name__}: {exc})."
-            )
+            ), None
+        if isinstance(granted, AskAnswer):
+            if granted.allow:
+                return Decision(behavior="allow", subject=subject), granted.updated_input
+            reason = granted.message or "denied by the user"
+            return _deny(f"Permission to use {subject} was denied: {reason}"), None
         if granted:
-            return Decision(behavior="allow", subject=subject)
-        return _deny(f"Permission to use {subject} was denied by the user.")
+            return Decision(behavior="allow", subject=subject), None
+        return _deny(f"Permission to use {subject} was denied by the user."), None
 
 
 def _deny(message: str) -> Decision:

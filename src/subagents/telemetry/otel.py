@@ -59,6 +59,9 @@ _QUIET_EVENTS = frozenset(
     {"AssistantEvent", "ToolResultsEvent", "ProgressEvent", "InitEvent", "ResultEvent"}
 )
 """Stream events the spans already carry (or that are too frequent to be events)."""
+_QUIET_SUBTYPES = frozenset({"agent_started"})
+"""System events the spans already carry: a child's start is its ``invoke_agent`` span (whose
+description is recorded only with tool details on)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -251,6 +254,8 @@ class Telemetry:
         """Runtime events as span events: system events by subtype, anything new by type."""
         kind = type(event).__name__
         if kind in _QUIET_EVENTS:
+            return
+        if isinstance(event, SystemEvent) and event.subtype in _QUIET_SUBTYPES:
             return
         if isinstance(event, SystemEvent):
             self._event(event.agent, event.subtype, event.data)

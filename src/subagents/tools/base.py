@@ -40,6 +40,10 @@ HOOK_APPROVED: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "subagents_hook_approved", default=False
 )
 """Set while a call that a PreToolUse hook allowed is checked: its ``ask`` needs no prompt."""
+CURRENT_TOOL_USE_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "subagents_tool_use_id", default=None
+)
+"""The model's id of the call being authorized (a permission prompt names the call it asks for)."""
 
 TRUNCATION_MARKER = "\n\n[... output truncated: {omitted} more characters not shown ...]"
 

@@ -1,0 +1,263 @@
+"""The control protocol of ``claude-agent-sdk``, in the direction where we ask.
+
+``ControlChannel.request`` writes ``{"type": "control_request", "request_id", "request"}`` and
+waits (bounded) for the matching ``control_response`` read from stdin. On top of it:
+
+* ``sdk_ask_callback``: permission asks become ``can_use_tool`` requests (the main agent's and
+  background children's); the answer may allow with ``updatedInput`` and
+  ``updatedPermissions``, or deny with a message and ``interrupt``;
+* ``sdk_hooks``: the ``initialize`` request's hook matchers become hook entries whose command is
+  a ``hook_callback`` request, so they run where command hooks run, with the same input JSON;
+* ``mcp_message`` is the seam for SDK in-process MCP servers (``request("mcp_message", …)``):
+  until an MCP client layer exists (issue 17) nothing sends it, and SDK servers are reported
+  as failed in ``init``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from subagents.hooks.config import (
+    DEFAULT_TIMEOUT_S,
+    HOOK_EVENTS,
+    HookCommand,
+    HookConfig,
+    MatcherGroup,
+)
+from subagents.hooks.matchers import compile_matcher
+from subagents.permissions.checker import AskAnswer, AskCallback, PermissionChecker
+from subagents.permissions.checker import PermissionRequest as Ask
+from subagents.permissions.rules import PermissionRule, parse_rule
+
+Line = dict[str, Any]
+
+
+class ControlError(Exception):
+    """The other side answered with an error, or could not answer (stdin closed, timeout)."""
+
+
+@dataclass(kw_only=True)
+class ControlChannel:
+    """Requests to the SDK and their answers."""
+
+    write: Callable[[Line], None]
+    on_waiting: Callable[[int], None] = lambda _count: None
+    """Told how many of our requests await an answer (``requires_action`` while > 0)."""
+    _pending: dict[str, asyncio.Future[Line]] = field(default_factory=dict)
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    closed: bool = False
+
+    async def request(self, subtype: str, wait_s: float | None, **fields: Any) -> Line:
+        if self.closed:
+            raise ControlError(f"cannot send {subtype}: the SDK's input stream is closed")
+        request_id = f"sa_req_{next(self._ids)}"
+        future: asyncio.Future[Line] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        self.on_waiting(len(self._pending))
+        self.write(
+            {
+                "type": "control_request",
+                "request_id": request_id,
+                "request": {"subtype": subtype, **fields},
+            }
+        )
+        try:
+            async with asyncio.timeout(wait_s):
+                return await future
+        except (TimeoutError, asyncio.CancelledError):
+            self.write({"type": "control_cancel_request", "request_id": request_id})
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+            self.on_waiting(len(self._pending))
+
+    def resolve(self, message: Line) -> None:
+        """A ``control_response`` from stdin; an unknown id (an answer too late) is ignored."""
+        response = message.get("response")
+        if not isinstance(response, dict):
+            return
+        future = self._pending.get(str(response.get("request_id")))
+        if future is None or future.done():
+            return
+        if response.get("subtype") == "error":
+            future.set_exception(ControlError(str(response.get("error") or "error")))
+        else:
+            body = response.get("response")
+            future.set_result(body if isinstance(body, dict) else {})
+
+    def close(self) -> None:
+        """No more answers can come: every waiting request fails now."""
+        self.closed = True
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ControlError("the SDK's input stream closed"))
+
+
+# -- can_use_tool ------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class SdkPermissions:
+    """Answers permission asks through the SDK's ``can_use_tool`` callback."""
+
+    channel: ControlChannel
+    checker: Callable[[], PermissionChecker]
+    interrupt: Callable[[str], object]
+    warn: Callable[[str], None]
+    timeout: float | None = None
+
+    def callback(self) -> AskCallback:
+        return self.ask
+
+    async def ask(self, request: Ask) -> bool | AskAnswer:
+        fields: dict[str, Any] = {
+            "tool_name": request.tool_name,
+            "input": request.input,
+            "permission_suggestions": suggestions(request),
+            "blocked_path": None,
+            "decision_reason": request.reason,
+            "title": f"Claude wants to use {request.subject}",
+            "display_name": request.tool_name,
+            "tool_use_id": request.tool_use_id or "",
+        }
+        if request.agent.parent_agent_id is not None:
+            fields["agent_id"] = request.agent.agent_id
+        answer = await self.channel.request("can_use_tool", self.timeout, **fields)
+        return self._read(answer)
+
+    def _read(self, answer: Line) -> AskAnswer:
+        if answer.get("behavior") == "allow":
+            updates = answer.get("updatedPermissions")
+            if isinstance(updates, list):
+                self._apply(updates)
+            updated = answer.get("updatedInput")
+            return AskAnswer(
+                allow=True, updated_input=updated if isinstance(updated, dict) else None
+            )
+        if answer.get("interrupt"):
+            self.interrupt("interrupted by the permission callback")
+        return AskAnswer(allow=False, message=str(answer.get("message") or "denied by the user"))
+
+    def _apply(self, updates: list[Any]) -> None:
+        checker = self.checker()
+        try:
+            checker.context = apply_permission_updates(checker.context, updates, self.warn)
+        except (ValueError, TypeError, KeyError) as exc:
+            self.warn(f"updatedPermissions not applied (none of them): {exc}")
+
+
+def suggestions(request: Ask) -> list[Line]:
+    """What Claude Code suggests with an ask: allow this tool (or this rule) for the session."""
+    rule: Line = {"toolName": request.tool_name}
+    if request.rule is not None and request.rule.specifier is not None:
+        rule["ruleContent"] = request.rule.specifier
+    return [{"type": "addRules", "rules": [rule], "behavior": "allow", "destination": "session"}]
+
+
+def apply_permission_updates(context: Any, updates: list[Any], warn: Callable[[str], None]) -> Any:
+    """The ``updatedPermissions`` of an allow, applied to a ``PermissionContext`` (all or none:
+    a failing update raises before anything changes). Destinations other than ``session``
+    are honoured for this session only, with a warning: settings files are not rewritten."""
+    result = context
+    for update in updates:
+        if not isinstance(update, dict):
+            raise TypeError(f"a permission update must be an object, got {update!r}")
+        destination = update.get("destination", "session")
+        if destination != "session":
+            warn(f"permission update for {destination!r} applied to this session only")
+        result = _apply_one(result, update)
+    return result
+
+
+def _apply_one(context: Any, update: Line) -> Any:
+    kind = update["type"]
+    if kind in ("addRules", "replaceRules", "removeRules"):
+        behavior = update["behavior"]
+        if behavior not in ("allow", "deny", "ask"):
+            raise ValueError(f"unknown rule behavior {behavior!r}")
+        rules = tuple(_rule(r) for r in update["rules"])
+        current: tuple[PermissionRule, ...] = getattr(context, behavior)
+        if kind == "addRules":
+            new = current + rules
+        elif kind == "replaceRules":
+            new = rules
+        else:
+            texts = {str(r) for r in rules}
+            new = tuple(r for r in current if str(r) not in texts)
+        return replace(context, **{behavior: new})
+    if kind == "setMode":
+        from subagents.permissions.modes import parse_mode
+
+        return replace(context, mode=parse_mode(update["mode"]))
+    if kind in ("addDirectories", "removeDirectories"):
+        dirs = tuple(Path(d).expanduser().resolve(strict=False) for d in update["directories"])
+        if kind == "addDirectories":
+            return replace(context, additional_directories=context.additional_directories + dirs)
+        kept = tuple(d for d in context.additional_directories if d not in dirs)
+        return replace(context, additional_directories=kept)
+    raise ValueError(f"unknown permission update type {kind!r}")
+
+
+def _rule(raw: Any) -> PermissionRule:
+    tool = raw["toolName"]
+    content = raw.get("ruleContent")
+    text = tool if not content else f"{tool}({content})"
+    return parse_rule(text, "SDK permission update")
+
+
+# -- hooks ---------------------------------------------------------------------------------------
+
+
+def sdk_hooks(channel: ControlChannel, raw: Mapping[str, Any] | None) -> HookConfig:
+    """The ``initialize`` request's ``hooks`` as a ``HookConfig`` of callback entries; an
+    event this runtime never fires is left out with a warning (``HookConfig.warnings``)."""
+    if not raw:
+        return HookConfig()
+    events: dict[str, tuple[MatcherGroup, ...]] = {}
+    warnings: list[str] = []
+    for event, matchers in raw.items():
+        if event not in HOOK_EVENTS:
+            warnings.append(f"SDK hooks: {event} hooks are not supported, ignored")
+            continue
+        if not isinstance(matchers, list):
+            raise TypeError(f"initialize: hooks.{event}: expected a list of matchers")
+        groups = tuple(_group(channel, event, m) for m in matchers)
+        events[event] = groups
+    return HookConfig(events=events, warnings=tuple(warnings))
+
+
+def _group(channel: ControlChannel, event: str, raw: Any) -> MatcherGroup:
+    if not isinstance(raw, dict):
+        raise TypeError(f"initialize: hooks.{event}: a matcher must be an object")
+    timeout = float(raw.get("timeout") or DEFAULT_TIMEOUT_S)
+    blocks = raw.get("onFailure") not in (None, "continue")
+    commands = tuple(
+        HookCommand(
+            command=f"sdk-callback:{callback_id}",
+            timeout=timeout,
+            source="SDK hooks",
+            callback=_callback(channel, str(callback_id)),
+            blocks_on_failure=blocks,
+        )
+        for callback_id in raw.get("hookCallbackIds") or []
+    )
+    return MatcherGroup(matcher=compile_matcher(raw.get("matcher")), commands=commands)
+
+
+def _callback(channel: ControlChannel, callback_id: str) -> Any:
+    async def call(payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        # The hook's own timeout bounds it (the runner), so the request itself waits unbounded.
+        return await channel.request(
+            "hook_callback",
+            None,
+            callback_id=callback_id,
+            input=dict(payload),
+            tool_use_id=payload.get("tool_use_id"),
+        )
+
+    return call

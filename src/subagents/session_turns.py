@@ -1,0 +1,168 @@
+"""The parts of a ``Session`` that make it a conversation of several turns.
+
+``MainAgent`` is the main agent set up once (tools, prompt, context, job) and run again for every
+turn on the same history; ``result_fields`` is what Claude Code's result reports beside SPEC
+§19's (cost, per-model usage, denials, API time). Kept out of ``session.py`` so that file stays
+about assembling a session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from subagents.abort import AbortSignal
+from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun
+from subagents.agents.reminders import TurnReminders
+from subagents.events import InitEvent
+from subagents.loop.query import Budget, LoopOutcome
+from subagents.messages import Message, Usage, text_block, user_message
+from subagents.models.pricing import cost_usd
+from subagents.permissions.rules import parse_rule
+from subagents.tools.base import Tool
+
+BUDGET_REASON = "max_budget_usd"
+"""The abort reason of a turn stopped by ``max_budget_usd`` (result ``error_max_budget_usd``)."""
+
+STRUCTURED_OUTPUT_NOTE = (
+    "When you have the final answer, call the StructuredOutput tool exactly once with it: its "
+    "input must match the tool's JSON schema. That call is your answer."
+)
+
+
+@dataclass(kw_only=True)
+class MainAgent:
+    """The main agent of a session that has started: the same job runs every turn."""
+
+    job: AgentJob
+    frame: AgentFrame
+    poller: asyncio.Task[None]
+    cwd: str
+    reminders: TurnReminders | None = None
+    """The main agent's catalog reminders (``agents.reminders``), for each turn's message."""
+
+    @property
+    def run(self) -> AgentRun:
+        return self.job.run
+
+    @property
+    def caller(self) -> Any:
+        return self.job.caller
+
+    def turn_message(self, prompt: str) -> Message:
+        """A later turn's user message: the prompt, with what the catalog says changed."""
+        blocks = self.reminders.next_blocks() if self.reminders is not None else []
+        return user_message([text_block(prompt), *blocks]) if blocks else user_message(prompt)
+
+    def init_event(self, mcp_servers: list[dict[str, str]]) -> InitEvent:
+        return InitEvent(
+            session_id=self.run.agent_id,
+            model=self.job.caller.model.name,
+            cwd=self.cwd,
+            tools=[tool.name for tool in self.job.tools],
+            agent=self.run.ref,
+            mcp_servers=mcp_servers,
+        )
+
+    def begin_turn(self, abort: AbortSignal, prompt: str | None, budget: Budget) -> None:
+        """A new turn: its own abort signal (an interrupt ends this turn only), ``budget``
+        counted from here, and the run record running again."""
+        run, stats = self.job.run, self.job.run.stats
+        self.job.ctx.abort = abort
+        if not run.prompt and prompt:
+            run.prompt = prompt  # what a scripted model binds the main agent by
+        self.job.budget = Budget(
+            max_turns=_offset(budget.max_turns, stats.num_turns),
+            max_tokens=_offset(budget.max_tokens, stats.usage.total),
+            max_wall_ms=budget.max_wall_ms,
+        )
+        run.status = "running"
+
+
+def _offset(limit: int | None, spent: int) -> int | None:
+    return None if limit is None else spent + limit
+
+
+def session_id_for(session_id: str | None, resume: str | None, fork: bool) -> str:
+    """A resumed session keeps its id, unless it is forked; a new one may be given its id."""
+    if session_id is not None:
+        try:
+            uuid.UUID(session_id)
+        except ValueError:
+            raise ValueError(f"--session-id {session_id!r}: not a UUID") from None
+        if resume and not fork:
+            raise ValueError("--session-id with --resume needs --fork-session")
+        return session_id
+    if resume and not fork:
+        return resume
+    return str(uuid.uuid4())
+
+
+def select_tools(
+    tools: list[Tool[Any]], names: Sequence[str] | None, disallowed: Sequence[str]
+) -> list[Tool[Any]]:
+    """``--tools`` keeps only the named tools (``default`` = all); a bare tool name in
+    ``--disallowedTools`` takes the tool away (a rule with a specifier stays a deny rule)."""
+    if names is not None and list(names) != ["default"]:
+        wanted = set(names)
+        unknown = wanted - {t.name for t in tools} - {a for t in tools for a in t.aliases}
+        if unknown:
+            raise ValueError(f"--tools: unknown tool(s): {', '.join(sorted(unknown))}")
+        tools = [t for t in tools if t.name in wanted or set(t.aliases) & wanted]
+    removed = {
+        rule.tool
+        for rule in (parse_rule(text, "--disallowedTools") for text in disallowed)
+        if rule.specifier is None
+    }
+    return [t for t in tools if t.name not in removed and not set(t.aliases) & removed]
+
+
+def result_fields(
+    agents: Sequence[AgentRun], outcome: LoopOutcome, denials: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Claude Code's result fields (added beside SPEC §19's)."""
+    model_usage = model_usage_of(agents)
+    return {
+        "duration_api_ms": sum(run.stats.api_ms for run in agents),
+        "total_cost_usd": round(sum(entry["costUSD"] for entry in model_usage.values()), 6),
+        "modelUsage": model_usage,
+        "permission_denials": [
+            {k: v for k, v in denial.items() if k != "agent_id"} for denial in denials
+        ],
+        "stop_reason": last_stop_reason(outcome),
+        "terminal_reason": outcome.reason,
+    }
+
+
+def model_usage_of(agents: Sequence[AgentRun]) -> dict[str, dict[str, Any]]:
+    by_model: dict[str, Usage] = {}
+    for run in agents:
+        total = by_model.setdefault(run.model or "unknown", Usage())
+        total.add(run.usage)
+    return {
+        name: {
+            "inputTokens": usage.input_tokens,
+            "outputTokens": usage.output_tokens,
+            "cacheReadInputTokens": usage.cache_read_input_tokens,
+            "cacheCreationInputTokens": usage.cache_creation_input_tokens,
+            "webSearchRequests": 0,
+            "costUSD": cost_usd(name, usage),
+            "contextWindow": 0,
+            "maxOutputTokens": 0,
+        }
+        for name, usage in by_model.items()
+    }
+
+
+def last_stop_reason(outcome: LoopOutcome) -> str | None:
+    """``end_turn`` when the main agent answered, ``tool_use`` when it stopped mid-calls."""
+    messages = outcome.messages
+    if not messages or messages[-1]["role"] != "assistant":
+        return None
+    content = messages[-1]["content"]
+    if isinstance(content, list) and any(b["type"] == "tool_use" for b in content):
+        return "tool_use"
+    return "end_turn"
