@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from subagents.testing.pg_cluster import PgCluster, find_bindir
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -31,3 +35,22 @@ def _isolated_state(
     ):
         monkeypatch.delenv(name, raising=False)
     return home
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PgCluster]:
+    """One throwaway PostgreSQL cluster for the whole test run (``testing/pg_cluster.py``).
+
+    PostgreSQL is part of the test environment (``scripts/setup`` installs it): a machine
+    without it fails these tests, unless ``SUBAGENTS_ALLOW_NO_POSTGRES=1`` lets them skip.
+    """
+    bindir = find_bindir()
+    if bindir is None:
+        if os.environ.get("SUBAGENTS_ALLOW_NO_POSTGRES") == "1":
+            pytest.skip("PostgreSQL is not installed (SUBAGENTS_ALLOW_NO_POSTGRES=1)")
+        pytest.fail("PostgreSQL server binaries not found: run scripts/setup")
+    cluster = PgCluster(bindir).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,10 +45,13 @@ from cli_helpers import agent_call, run_script, script_args, tool_call
 from subagents.agents.orphan_processes import is_our_group, read_groups
 from subagents.state import ProjectState
 from subagents.store import FileStore, SidecarRecord
+from subagents.store.postgres import PostgresStore
 from subagents.store.transcript import read_records
+from subagents.testing.pg_cluster import PgCluster
 
 SEED = 20_261_130
 MIN_KILLED = 50
+MIN_KILLED_PG = 8
 MAX_RUNS = 120
 PARALLEL = 8
 CHILDREN = 3
@@ -138,9 +142,18 @@ def read_session_id(out: Path, proc: subprocess.Popen[bytes], deadline_s: float 
     raise AssertionError("no init event within 30 s")
 
 
-def records(home: Path, project: Path) -> dict[str, SidecarRecord]:
-    store = FileStore(ProjectState(home=home, project=project))
-    return {r.agent_id: r for r in store.list_agents(project)}
+def records(home: Path, project: Path, env: dict[str, str]) -> dict[str, SidecarRecord]:
+    """The durable records of the run: in its files, or in the database ``SUBAGENTS_STORE``
+    names (the PostgreSQL variant)."""
+    url = env.get("SUBAGENTS_STORE")
+    if not url:
+        store = FileStore(ProjectState(home=home, project=project))
+        return {r.agent_id: r for r in store.list_agents(project)}
+    database = PostgresStore(url)
+    try:
+        return {r.agent_id: r for r in database.list_agents(project)}
+    finally:
+        database.close()
 
 
 def notification_counts(transcript: Path) -> Counter[str]:
@@ -159,7 +172,7 @@ def notification_counts(transcript: Path) -> Counter[str]:
     return counts
 
 
-def crash_once(index: int, root: Path) -> RunTally:
+def crash_once(index: int, root: Path, store_url: Callable[[], str] | None = None) -> RunTally:
     rng = random.Random(SEED + index)
     folder = root / f"run{index:03d}"
     project = folder / "project"
@@ -167,10 +180,12 @@ def crash_once(index: int, root: Path) -> RunTally:
     project.mkdir(parents=True)
     crash_script, resume_script = write_scripts(folder, rng)
     env = {**os.environ, "SUBAGENTS_HOME": str(home)}
+    if store_url is not None:
+        env["SUBAGENTS_STORE"] = store_url()
     tally = RunTally()
     session_id = kill_at_random(crash_script, project, folder, env, rng, tally)
     canonical = Path(os.path.realpath(project))
-    before = records(home, canonical)
+    before = records(home, canonical, env)
     transcript = ProjectState(home=home, project=canonical).session_transcript(session_id)
     if not transcript.exists():
         # Killed before the session wrote anything: there is nothing to resume (and --resume
@@ -192,7 +207,7 @@ def crash_once(index: int, root: Path) -> RunTally:
     if resumed.code != 0:
         tally.problems.append(f"run {index}: resume failed: {resumed.stderr[-500:]}")
         return tally
-    after = records(home, canonical)
+    after = records(home, canonical, env)
     check_after_restart(index, before, after, tally)
     check_no_leftovers(index, home, tally)
     check_notifications(index, after, notification_counts(transcript), tally)
@@ -302,7 +317,7 @@ def resume_interrupted(
     tally: RunTally,
 ) -> None:
     """Resume every interrupted child with ``resume_from`` in a third run of the session."""
-    current = records(home, canonical)
+    current = records(home, canonical, env)
     sources = [r.agent_id for r in current.values() if r.restart_recovery == "interrupted"]
     if not sources:
         return
@@ -322,7 +337,7 @@ def resume_interrupted(
         return
     by_source = {
         r.lineage.resumed_from: r
-        for r in records(home, canonical).values()
+        for r in records(home, canonical, env).values()
         if r.lineage.resumed_from
     }
     for source in sources:
@@ -336,13 +351,35 @@ def resume_interrupted(
 def test_sigkill_at_random_points_loses_nothing_and_duplicates_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    harness(tmp_path, capsys, MIN_KILLED, MAX_RUNS)
+
+
+def test_sigkill_at_random_points_on_the_postgresql_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pg_cluster: PgCluster
+) -> None:
+    """The same harness with every run's records in PostgreSQL (``SUBAGENTS_STORE``): owner
+    commits in transactions, recovery's claims as lease rows. CI runs a shorter series;
+    ``SUBAGENTS_CRASH_SOAK=1`` runs the full one."""
+    soak = os.environ.get("SUBAGENTS_CRASH_SOAK") == "1"
+    minimum = MIN_KILLED if soak else MIN_KILLED_PG
+    harness(tmp_path, capsys, minimum, MAX_RUNS, store_url=pg_cluster.fresh_url)
+
+
+def harness(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    min_killed: int,
+    max_runs: int,
+    *,
+    store_url: Callable[[], str] | None = None,
+) -> None:
     tallies: list[RunTally] = []
     started = time.monotonic()
     index = 0
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        while sum(t.counts_as_killed for t in tallies) < MIN_KILLED and index < MAX_RUNS:
+        while sum(t.counts_as_killed for t in tallies) < min_killed and index < max_runs:
             batch = range(index, index + PARALLEL)
-            tallies += list(pool.map(lambda i: crash_once(i, tmp_path), batch))
+            tallies += list(pool.map(lambda i: crash_once(i, tmp_path, store_url), batch))
             index += PARALLEL
     problems = [p for t in tallies for p in t.problems]
     summary = (
@@ -361,7 +398,7 @@ def test_sigkill_at_random_points_loses_nothing_and_duplicates_nothing(
     with capsys.disabled():
         print(f"\n{summary}")
     assert not problems, "\n".join(problems[:20])
-    assert sum(t.counts_as_killed for t in tallies) >= MIN_KILLED, summary
+    assert sum(t.counts_as_killed for t in tallies) >= min_killed, summary
     # The random kills must have hit both sides, or the run proves nothing.
     assert sum(t.completed_kept for t in tallies) > 0, summary
     assert sum(t.interrupted for t in tallies) > 0, summary

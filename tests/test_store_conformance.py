@@ -9,6 +9,8 @@ import pytest
 from subagents.state import ProjectState
 from subagents.store import FileStore, MemoryStore, Store
 from subagents.store.capabilities import BatchWrites, OwnerWrites, RunningIndex, StopRequests
+from subagents.store.postgres import PostgresStore
+from subagents.testing.pg_cluster import PgCluster
 from subagents.testing.store_conformance import (
     CAPABILITIES,
     CHECKS,
@@ -39,14 +41,34 @@ def test_file_store(check: str, tmp_path: Path) -> None:
     assert StoreConformance(make).run(check)
 
 
+@pytest.mark.parametrize("check", CHECKS)
+def test_postgres_store(check: str, pg_cluster: PgCluster) -> None:
+    stores: list[PostgresStore] = []
+
+    def make() -> Store:
+        stores.append(PostgresStore(pg_cluster.fresh_url()))
+        return stores[-1]
+
+    try:
+        assert StoreConformance(make).run(check)  # every check applies: all capabilities
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_stores_satisfy_protocol(tmp_path: Path) -> None:
     assert isinstance(MemoryStore(), Store)
     assert isinstance(FileStore(ProjectState(home=tmp_path, project=tmp_path)), Store)
 
 
 @pytest.mark.parametrize("capability", [OwnerWrites, BatchWrites, StopRequests, RunningIndex])
-def test_both_stores_offer_every_capability(capability: type, tmp_path: Path) -> None:
+def test_every_store_offers_every_capability(
+    capability: type, tmp_path: Path, pg_cluster: PgCluster
+) -> None:
     assert isinstance(MemoryStore(), capability)
+    postgres = PostgresStore(pg_cluster.fresh_url())
+    assert isinstance(postgres, capability) and isinstance(postgres, Store)
+    postgres.close()
     assert isinstance(FileStore(ProjectState(home=tmp_path, project=tmp_path)), capability)
 
 

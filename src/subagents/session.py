@@ -78,8 +78,8 @@ from subagents.session_turns import (
 from subagents.settings import Settings, load_settings
 from subagents.state import ProjectState, canonical_project
 from subagents.store.durable import DurableRecords
-from subagents.store.files import FileStore
 from subagents.store.protocol import Store
+from subagents.store.select import Closable, open_store
 from subagents.store.writer import DurableWriter
 from subagents.tools.base import Tool, ToolContext
 from subagents.tools.send_message import SendMessageTool
@@ -147,7 +147,8 @@ class SessionOptions:
     load_settings: bool = True
     """Read Claude Code / subagents settings files (permissions, hooks)."""
     store: Store | None = None
-    """Where sidecar records go (default: ``FileStore`` under ``SUBAGENTS_HOME``)."""
+    """Where sidecar records go (default: the store ``SUBAGENTS_STORE`` names, else
+    ``FileStore`` under ``SUBAGENTS_HOME``; ``store/select.py``)."""
     web_search: SearchBackend | None = None
     """The search engine behind ``WebSearch``; without one the tool says none is configured."""
     mcp_config: Sequence[str] = ()
@@ -271,7 +272,7 @@ class Session:
             root_inbox=self.inbox,
         )
         self.writer = DurableWriter()
-        self.store: Store = options.store or FileStore(self.state)
+        self.store: Store = options.store or open_store(self.state)
         self.background.records = (
             DurableRecords(
                 store=self.store,
@@ -816,6 +817,8 @@ class Session:
         # Drained: the writer thread is idle, so closing it is a wake-up and a join, not a
         # wait on the disk; no executor thread is started for it.
         self.writer.close()
+        if self.options.store is None and isinstance(self.store, Closable):
+            self.store.close()  # the session opened it (a database's connections)
 
     def _caller(self) -> ModelCaller:
         return self.runtime.caller(self.model)

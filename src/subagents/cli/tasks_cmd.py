@@ -18,9 +18,11 @@ from typing import Any
 
 from subagents.agents.recovery import is_orphan
 from subagents.state import ProjectState
-from subagents.store.files import FileStore
+from subagents.store.errors import StoreError
 from subagents.store.process_identity import is_alive
+from subagents.store.protocol import Store
 from subagents.store.records import SidecarRecord, public_view
+from subagents.store.select import open_store
 from subagents.store.transcript import read_records
 
 STOP_WAIT_S = 3.0
@@ -54,7 +56,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    store, project = _store(args)
+    try:
+        store, project = _store(args)
+    except StoreError as exc:
+        print(f"subagents: error: {exc}", file=sys.stderr)
+        return 1
     action = args.tasks_action
     if action == "list":
         return _list(store, project, args.as_json)
@@ -69,7 +75,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_transcript(args: argparse.Namespace) -> int:
-    store, project = _store(args)
+    try:
+        store, project = _store(args)
+    except StoreError as exc:
+        print(f"subagents: error: {exc}", file=sys.stderr)
+        return 1
     record = _visible(store, project, args.task_id)
     if record is None:
         return 1
@@ -91,13 +101,13 @@ def run_transcript(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store(args: argparse.Namespace) -> tuple[FileStore, str]:
+def _store(args: argparse.Namespace) -> tuple[Store, str]:
     cwd = Path(args.task_cwd or args.cwd or ".")
     state = ProjectState.for_cwd(cwd)
-    return FileStore(state), str(state.project)
+    return open_store(state), str(state.project)
 
 
-def _visible(store: FileStore, project: str, task_id: str) -> SidecarRecord | None:
+def _visible(store: Store, project: str, task_id: str) -> SidecarRecord | None:
     """A record of *this* project; another project's children are invisible here."""
     try:
         record = store.get(task_id)
@@ -110,7 +120,7 @@ def _visible(store: FileStore, project: str, task_id: str) -> SidecarRecord | No
     return record
 
 
-def _list(store: FileStore, project: str, as_json: bool) -> int:
+def _list(store: Store, project: str, as_json: bool) -> int:
     rows = [summary(record) for record in store.list_agents(project)]
     if as_json:
         _print_json(rows)
@@ -174,7 +184,7 @@ def _output(record: SidecarRecord, as_json: bool) -> int:
     return 0
 
 
-def _stop(store: FileStore, record: SidecarRecord, as_json: bool) -> int:
+def _stop(store: Store, record: SidecarRecord, as_json: bool) -> int:
     if record.is_terminal:
         return _report_stop(record, as_json, already=True)
     store.request_stop(record.agent_id)

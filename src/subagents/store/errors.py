@@ -29,3 +29,8 @@ class SchemaVersionError(InvalidRecordError):
 
 class UnsafePathError(StoreError):
     """A sidecar or lease path is a symlink (or otherwise not a plain file we created)."""
+
+
+class StoreUnavailableError(StoreError, ValueError):
+    """The configured store cannot be used (an unknown ``SUBAGENTS_STORE``, a database that
+    does not answer, a missing driver); the message names the setting, never a password."""
