@@ -114,13 +114,19 @@ def run_script(
 
 
 def start_script(
-    script: Path, cwd: Path, *extra: str, output_format: str = "json", prompt: str = "go"
+    script: Path,
+    cwd: Path,
+    *extra: str,
+    output_format: str = "json",
+    prompt: str = "go",
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[str]:
     """Start ``subagents`` on a scripted model without waiting (stdout and stderr piped)."""
     args = script_args(script, *extra, output_format=output_format, prompt=prompt)
     return subprocess.Popen(
         [sys.executable, "-m", "subagents", *args],
         cwd=cwd,
+        env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from subagents.testing.pg_cluster import PgCluster, find_bindir
+from subagents.testing.ray_cluster import RayCluster, ray_command
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -50,6 +51,25 @@ def pg_cluster() -> Iterator[PgCluster]:
             pytest.skip("PostgreSQL is not installed (SUBAGENTS_ALLOW_NO_POSTGRES=1)")
         pytest.fail("PostgreSQL server binaries not found: run scripts/setup")
     cluster = PgCluster(bindir).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """One local Ray cluster (``ray start --head`` on loopback) for the whole test run.
+
+    Ray is part of the test environment (``scripts/setup`` installs the ``ray`` extra): without
+    it these tests fail, unless ``SUBAGENTS_ALLOW_NO_RAY=1`` lets them skip.
+    """
+    command = ray_command()
+    if command is None:
+        if os.environ.get("SUBAGENTS_ALLOW_NO_RAY") == "1":
+            pytest.skip("Ray is not installed (SUBAGENTS_ALLOW_NO_RAY=1)")
+        pytest.fail("the ray command was not found: run scripts/setup")
+    cluster = RayCluster(command).start()
     try:
         yield cluster
     finally:

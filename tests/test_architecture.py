@@ -43,6 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "session and test helpers",
         ("subagents.session", "subagents.session_turns", "subagents.testing"),
     ),
+    ("beyond one machine", ("subagents.distributed",)),
     ("the public API", ("subagents",)),
     ("the command line", ("subagents.cli", "subagents.__main__")),
 )

@@ -23,6 +23,7 @@ from subagents.agents.agent_tool import AgentTool
 from subagents.agents.catalog import DefinitionWatch, definition_folders
 from subagents.agents.children import Children
 from subagents.agents.definitions import DefinitionSet, load_definitions
+from subagents.agents.executor import LOCAL, Executor
 from subagents.agents.mcp_scope import (
     close_session_servers,
     load_session_config,
@@ -162,6 +163,9 @@ class SessionOptions:
     background_wait_ms: int | None = None
     """How long the main agent waits for background children after its final answer
     (default ``SUBAGENTS_PRINT_BG_WAIT_MS``, 10 min; 0 = do not wait)."""
+    executor: Executor | None = None
+    """Where background children run (default: this process, ``agents.executor.LOCAL``; the
+    CLI reads ``SUBAGENTS_EXECUTOR``, e.g. ``subagents.distributed`` for Ray)."""
     observer: RunObserver | None = None
     """Told about every agent, model call and tool call, e.g. ``subagents.telemetry.Telemetry``
     (default: OpenTelemetry from the environment when ``SUBAGENTS_TELEMETRY=1``, else none)."""
@@ -270,6 +274,7 @@ class Session:
             registry=self.registry,
             tasks_dir=self.state.tasks_dir,
             root_inbox=self.inbox,
+            executor=options.executor or LOCAL,
         )
         self.writer = DurableWriter()
         self.store: Store = options.store or open_store(self.state)

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from subagents.agents import durability
 from subagents.agents.agent_run import AgentJob, AgentRun
-from subagents.agents.child_run import run_child
 from subagents.agents.child_state import Child
+from subagents.agents.executor import LOCAL, Executor
 from subagents.agents.notifications import notification_id, render_notification
 from subagents.agents.results import launched_output, notice_for
 from subagents.agents.runtime import AgentRuntime
@@ -57,8 +57,11 @@ class Children:
         registry: TaskRegistry,
         tasks_dir: Path,
         root_inbox: Inbox,
+        executor: Executor = LOCAL,
     ) -> None:
         self.runtime = runtime
+        self.executor = executor
+        """Where children's loops run (``agents.executor``; a cluster for background ones)."""
         self.registry = registry
         self.tasks_dir = tasks_dir
         self.root_inbox = root_inbox
@@ -136,9 +139,7 @@ class Children:
         if self.records is not None:
             durability.started(self.records, job, state)
             _track_activity(job, self.records)
-        loop = asyncio.get_running_loop()
-        task = loop.create_task(run_child(runtime, job), name=f"agent:{run.agent_id}")
-        child = Child(job=job, task=task, state=state)
+        child = Child(job=job, task=self.executor.start(runtime, job), state=state)
         self._live[run.agent_id] = child
         return child
 

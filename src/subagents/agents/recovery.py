@@ -214,9 +214,15 @@ def terminal_changes(verdict: Verdict) -> dict[str, Any]:
 
 def repair_child_transcript(record: SidecarRecord) -> Verdict:
     """Decide the run's end from its transcript, and leave the transcript resumable."""
-    if record.transcript_path is None:
+    path = Path(record.transcript_path) if record.transcript_path is not None else None
+    return transcript_verdict(path, record.prompt)
+
+
+def transcript_verdict(path: Path | None, prompt: str) -> Verdict:
+    """``repair_child_transcript`` for a run known by its transcript and prompt (a child whose
+    Ray host died under it is reconciled by the driver with this, as an orphan is here)."""
+    if path is None:
         return Verdict(outcome="failed", detail="the run has no transcript")
-    path = Path(record.transcript_path)
     try:
         state = inspect_transcript(path)
     except UnverifiableTranscript as exc:
@@ -224,11 +230,11 @@ def repair_child_transcript(record: SidecarRecord) -> Verdict:
     if state.markers == 0 and not state.interrupted:
         # No durable turn yet: the sidecar's prompt is the whole history (module docstring).
         cut_to_durable(path, state)
-        append_turn(path, [user_message(record.prompt)], turn=1)
+        append_turn(path, [user_message(prompt)], turn=1)
         return Verdict(outcome="interrupted", detail="no durable turn; rebuilt from the sidecar")
     if state.markers == 0:
         return Verdict(outcome="failed", detail=f"{path}: no completed turn marker")
-    if not _starts_with_prompt(state.opening, record.prompt):
+    if not _starts_with_prompt(state.opening, prompt):
         return Verdict(outcome="failed", detail=f"{path}: does not begin with the run's prompt")
     cut_to_durable(path, state)
     return _decide(path, state.durable, state.markers)

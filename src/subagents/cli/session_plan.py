@@ -20,6 +20,7 @@ from typing import Any
 from subagents.cli.claude_models import ModelChoice, choose
 from subagents.cli.flags import split_list
 from subagents.cli.stream_session import SessionRequest
+from subagents.distributed.select import executor_from_env
 from subagents.session import Session, SessionOptions
 from subagents.state import ProjectState
 
@@ -52,6 +53,7 @@ class SessionPlan:
         check_local_model(model.spec, explicit=explicit)
         options = SessionOptions(
             model=model.spec,
+            executor=executor_from_env(os.environ, model_spec=model.spec),
             cwd=cwd,
             max_turns=args.max_turns,
             resume=_resume(args, cwd),

@@ -148,6 +148,24 @@ class PgCluster:
             raise ClusterError(f"psql {sql!r}: {done.stderr.strip()}")
         return done.stdout
 
+    def server_pids(self) -> list[int]:
+        """The postmaster and its children (backends, writer, WAL...): what a benchmark counts."""
+        try:
+            postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return []
+        pids = [postmaster]
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == postmaster:
+                pids.append(int(entry.name))
+        return pids
+
     def stop(self) -> None:
         if self._running:
             subprocess.run(
