@@ -9,7 +9,8 @@ Per child the driver (``_drive``) makes one streaming call: it ships the ``Remot
 each ``Progress`` to its own ``AgentRun`` (so supervision, ``TaskOutput`` and the durable activity
 write see the child as if it ran here) and the ``Ended`` as the child's end. A stop is forwarded:
 the abort signal's callback calls ``ChildHost.stop``, a cancellation cancels the call (Ray
-cancels the coroutine). A foreground child runs locally (``LOCAL``): its parent waits on it here.
+cancels the coroutine). A foreground child, and a child with its own worktree, run locally
+(``LOCAL``): a parent waits on the first here, the second's worktree lives on this machine.
 
 When the host dies under the child (its worker process killed, its node lost) the call fails
 with a ``RayActorError``; the child is then reconciled at once the way recovery reconciles an
@@ -100,7 +101,9 @@ class RayExecutor:
     _tasks: set[asyncio.Task[LoopOutcome]] = field(default_factory=set)
 
     def start(self, runtime: AgentRuntime, job: AgentJob) -> asyncio.Task[LoopOutcome]:
-        if not job.run.is_background:
+        if not job.run.is_background or job.worktree is not None:
+            # A foreground child's parent waits on it here; a worktree lives on this machine
+            # and is settled (kept or removed) where it was made.
             return LOCAL.start(runtime, job)
         loop = asyncio.get_running_loop()
         return loop.create_task(self._drive(runtime, job), name=f"agent:{job.run.agent_id}")
