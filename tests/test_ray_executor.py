@@ -204,3 +204,19 @@ def test_a_stop_from_another_process_reaches_a_child_on_ray(
     assert final.status == "killed", final
     shell = int(marker.read_text())
     assert _zombie(shell), "the stopped child's shell lived on"
+
+
+def test_an_unknown_executor_is_a_clear_error(tmp_path: Path) -> None:
+    script = write_script(tmp_path, [_main([], 0)])
+    proc = start_script(script, tmp_path, env={"SUBAGENTS_EXECUTOR": "dask"})
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "SUBAGENTS_EXECUTOR: unknown executor 'dask'" in err, err
+
+
+def test_the_local_executor_is_the_default() -> None:
+    from subagents.agents.executor import LOCAL, Executor
+    from subagents.distributed.select import executor_from_env
+
+    assert isinstance(LOCAL, Executor)
+    assert executor_from_env({}, model_spec="scripted:x") is LOCAL
+    assert executor_from_env({"SUBAGENTS_EXECUTOR": "local"}, model_spec="scripted:x") is LOCAL
