@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from subagents import Session, SessionOptions
-from subagents.distributed.ray_executor import RayExecutor
 from subagents.store.postgres import PostgresStore
 from subagents.testing.pg_cluster import PgCluster, find_bindir
 from subagents.testing.ray_cluster import LOOPBACK_ENV, RayCluster, ray_command
@@ -73,7 +72,9 @@ def script(n: int, k: int) -> dict[str, Any]:
     }
 
 
-def proc_cpu(pids: list[int]) -> float:
+def proc_cpu(pids: list[int], *, reaped: bool = False) -> float:
+    """CPU seconds of ``pids``; ``reaped``: plus their children that have exited (a
+    PostgreSQL backend ends with its connection and is counted in its postmaster)."""
     total = 0.0
     for pid in pids:
         try:
@@ -81,7 +82,14 @@ def proc_cpu(pids: list[int]) -> float:
         except FileNotFoundError:
             continue
         total += (int(fields[11]) + int(fields[12])) / TICKS
+        if reaped:
+            total += (int(fields[13]) + int(fields[14])) / TICKS
     return total
+
+
+def postgres_cpu(pg: PgCluster) -> float:
+    pids = pg.server_pids()
+    return proc_cpu(pids[:1], reaped=True) + proc_cpu(pids[1:])
 
 
 def self_cpu() -> float:
@@ -98,19 +106,22 @@ async def one_run(
     startup = 0.0
     host_pids: list[int] = []
     if executor == "ray":
+        # Imported here: Ray reads its network settings (LOOPBACK_ENV) when it is imported.
+        from subagents.distributed.ray_executor import RayExecutor
+
         assert ray is not None
         ray_exec = RayExecutor(model_spec=spec, address=ray.address)
         started = time.perf_counter()
         host_pids = await ray_exec.host_pids()
         startup = time.perf_counter() - started
         options.executor = ray_exec
-    pg_pids = pg.server_pids()
     daemons = [p for p in ray.pids() if p not in host_pids] if ray else []
-    before = (self_cpu(), proc_cpu(host_pids), proc_cpu(pg_pids), proc_cpu(daemons))
+    before = (self_cpu(), proc_cpu(host_pids), postgres_cpu(pg), proc_cpu(daemons))
     started = time.perf_counter()
     result = await Session(options).run("go")
     wall = time.perf_counter() - started
-    after = (self_cpu(), proc_cpu(host_pids), proc_cpu(pg_pids), proc_cpu(daemons))
+    await asyncio.sleep(0.5)  # the session's database connections close and are reaped
+    after = (self_cpu(), proc_cpu(host_pids), postgres_cpu(pg), proc_cpu(daemons))
     driver, hosts, postgres, ray_daemons = (b - a for a, b in zip(before, after, strict=True))
     assert result.payload["subtype"] == "success", result.payload
     return {
