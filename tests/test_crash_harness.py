@@ -286,19 +286,8 @@ def check_no_leftovers(index: int, home: Path, tally: RunTally) -> None:
     for pids in home.glob("projects/*/agents/*.pids"):
         for pgid, identity in read_groups(pids):
             tally.leftovers_seen += 1
-            if _survives(pgid, identity):
+            if is_our_group(pgid, identity):
                 tally.problems.append(f"run {index}: process group {pgid} survived recovery")
-
-
-def _survives(pgid: int, identity: str | None, grace_s: float = 5.0) -> bool:
-    """Still our group after ``grace_s``: a group recovery killed is dead at once, but its
-    leader stays a zombie until init reaps it, which lags on a loaded machine."""
-    deadline = time.monotonic() + grace_s
-    while is_our_group(pgid, identity):
-        if time.monotonic() > deadline:
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def check_notifications(
