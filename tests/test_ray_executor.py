@@ -4,8 +4,8 @@ orphan is on one machine (docs/distributed.md)."""
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import signal
 import time
 from collections import Counter
@@ -16,11 +16,9 @@ from cli_helpers import agent_call, run_cli, start_script, tool_call, write_scri
 from subagents.state import ProjectState
 from subagents.store import SidecarRecord
 from subagents.store.postgres import PostgresStore
-from subagents.store.transcript import read_records
 from subagents.testing.pg_cluster import PgCluster
 from subagents.testing.ray_cluster import RayCluster
-
-TASK_ID = re.compile(r"<task-id>([A-Za-z0-9_-]+)</task-id>")
+from test_crash_harness import notification_counts
 
 
 def _env(ray_cluster: RayCluster, url: str, **extra: str) -> dict[str, str]:
@@ -47,17 +45,7 @@ def _main(calls: list[dict[str, Any]], waits: int) -> dict[str, Any]:
 def _notified(home: Path, project: Path, session_id: str) -> Counter[str]:
     """How often each task id appears in a notification the main agent received."""
     transcript = ProjectState(home=home, project=project).session_transcript(session_id)
-    counts: Counter[str] = Counter()
-    for record in read_records(transcript):
-        message = record.get("message")
-        if record.get("type") != "message" or message["role"] != "user":
-            continue
-        content = message["content"]
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        for block in blocks:
-            if block.get("type") == "text" and "<task-notification>" in block["text"]:
-                counts.update(TASK_ID.findall(block["text"]))
-    return counts
+    return notification_counts(transcript)
 
 
 def _records(url: str, project: Path) -> dict[str, SidecarRecord]:
@@ -104,8 +92,6 @@ def test_200_background_children_on_ray_each_result_delivered_once(
     hosts = {t.split("ppid=")[1] for t in texts}
     assert str(proc.pid) not in hosts, "a child ran in the driver, not on Ray"
     assert 1 <= len(hosts) <= 2, hosts  # one host actor per CPU of the 2-CPU cluster
-    import json
-
     session_id = json.loads(out)["session_id"]
     counts = _notified(
         Path(env.get("SUBAGENTS_HOME", os.environ["SUBAGENTS_HOME"])), project, session_id
@@ -158,8 +144,6 @@ def test_a_ray_worker_killed_mid_child_is_reconciled_and_resumable(
     assert lost.status == "failed" and lost.resumable, lost
     assert lost.result is not None and "Ray worker was lost" in (lost.result.error or ""), lost
     assert not Path(f"/proc/{shell}").exists() or _zombie(shell), "the lost child's shell lived on"
-    import json
-
     session_id = json.loads(out)["session_id"]
     counts = _notified(Path(os.environ["SUBAGENTS_HOME"]), project, session_id)
     assert counts == Counter({records["quick"].agent_id: 1, lost.agent_id: 1}), counts
