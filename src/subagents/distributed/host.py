@@ -8,14 +8,15 @@ that session's tool set, its file tools on this node's view of the folder, its t
 path the driver chose. One host session serves every child with the same (session, folder,
 model, mode): they are siblings, as they would be in the driver.
 
-``HostedChildren`` is what a ``ChildHost`` actor holds; ``run`` yields ``Progress`` after each
-turn and one ``Ended``; ``stop`` aborts a hosted child (its loop ends ``killed`` at its next
-boundary, as a local TaskStop does).
+``HostedChildren`` is what a ``ChildHost`` actor holds; ``run`` yields ``Progress`` after a turn
+(at most one per ``PROGRESS_INTERVAL_S``) and one ``Ended``; ``stop`` aborts a hosted child
+(its loop ends ``killed`` at its next boundary, as a local TaskStop does).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -28,39 +29,49 @@ from subagents.distributed.remote import Ended, Progress, RemoteChild, progress_
 from subagents.events import AgentRef, Event
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopStats
+from subagents.models.base import ToolSchema
 from subagents.processes import ProcessTracker
 from subagents.session import Session, SessionOptions
 from subagents.tools.base import Tool, ToolContext
 
 _HostKey = tuple[str, str, str, str]
+PROGRESS_INTERVAL_S = 1.0
+"""At most one ``Progress`` per child per interval (the driver's activity write is at most one
+per second too, and a stall is minutes)."""
 
 
 class HostedChildren:
     """The children one node runs (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._sessions: dict[_HostKey, Session] = {}
+        self._sessions: dict[_HostKey, tuple[Session, Toolset]] = {}
         self._aborts: dict[str, AbortSignal] = {}
 
     async def run(self, remote: RemoteChild) -> AsyncIterator[Progress | Ended]:
-        session = self._session(remote)
+        session, available = self._session(remote)
         abort = AbortSignal()
         self._aborts[remote.agent_id] = abort
         reports: asyncio.Queue[Progress] = asyncio.Queue()
         job = child_job(
-            session, remote, abort, on_turn=lambda s: reports.put_nowait(progress_of(s))
+            session, remote, abort, available, on_turn=lambda s: reports.put_nowait(progress_of(s))
         )
         task = asyncio.get_running_loop().create_task(
             run_child(session.runtime, job), name=f"hosted:{remote.agent_id}"
         )
+        sent = time.monotonic()
         try:
-            while not task.done() or not reports.empty():
+            while not task.done():
                 getter = asyncio.ensure_future(reports.get())
                 await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
-                if getter.done():
-                    yield getter.result()
-                else:
+                if not getter.done():
                     getter.cancel()
+                    continue
+                latest = getter.result()
+                # Every report is one Ray message (~1 ms of CPU on each side): at most one per
+                # interval reaches the driver, the latest; the end carries the final counters.
+                if time.monotonic() - sent >= PROGRESS_INTERVAL_S:
+                    sent = time.monotonic()
+                    yield latest
             outcome = task.result()
         finally:
             self._aborts.pop(remote.agent_id, None)
@@ -91,10 +102,10 @@ class HostedChildren:
     def running(self) -> list[str]:
         return list(self._aborts)
 
-    def _session(self, remote: RemoteChild) -> Session:
+    def _session(self, remote: RemoteChild) -> tuple[Session, Toolset]:
         key = (remote.session_id, remote.cwd, remote.model_spec, remote.permission_mode)
-        session = self._sessions.get(key)
-        if session is None:
+        hosted = self._sessions.get(key)
+        if hosted is None:
             session = Session(
                 SessionOptions(
                     model=remote.model_spec,
@@ -103,14 +114,15 @@ class HostedChildren:
                     permission_mode=remote.permission_mode,
                 )
             )
-            self._sessions[key] = session
-        return session
+            hosted = self._sessions[key] = (session, toolset(session))
+        return hosted
 
 
 def child_job(
     session: Session,
     remote: RemoteChild,
     abort: AbortSignal,
+    available: Toolset,
     *,
     on_turn: Callable[[LoopStats], None] | None = None,
 ) -> AgentJob:
@@ -130,14 +142,14 @@ def child_job(
         tool_use_id=remote.tool_use_id,
     )
     session.runtime.register(run)
-    tools = _tools(session, remote)
+    tools, schemas = _tools(available, remote)
     checker = session.permissions.for_child(session.permissions.context, background=True)
     frame = AgentFrame(
         run=run,
         model=session.model,
         system=remote.system,
         tools=tools,
-        tool_schemas=[tool.schema() for tool in tools],
+        tool_schemas=schemas,
         messages=list(remote.messages),
         thinking=remote.thinking,
         permission_mode=checker.context.mode,
@@ -185,17 +197,26 @@ def child_job(
     )
 
 
-def _tools(session: Session, remote: RemoteChild) -> list[Tool[Any]]:
+Toolset = dict[str, tuple[Tool[Any], ToolSchema]]
+"""A host session's tools and their schemas by name, built once per session (a schema is a
+pydantic JSON-schema render: one per child would be most of a short child's CPU on the node)."""
+
+
+def toolset(session: Session) -> Toolset:
+    return {tool.name: (tool, tool.schema()) for tool in session.main_tools()}
+
+
+def _tools(available: Toolset, remote: RemoteChild) -> tuple[list[Tool[Any]], list[ToolSchema]]:
     """The child's tools by name from the host session's set; a name the node lacks (a
     ``@tool`` function only the driver has) is an error naming it."""
-    available = {tool.name: tool for tool in session.main_tools()}
     missing = [name for name in remote.tool_names if name not in available]
     if missing:
         raise ValueError(
             f"agent {remote.agent_id}: tool(s) {missing} are not available on this node "
             "(only built-in tools run on Ray; see docs/distributed.md)"
         )
-    return [available[name] for name in remote.tool_names]
+    chosen = [available[name] for name in remote.tool_names]
+    return [tool for tool, _ in chosen], [schema for _, schema in chosen]
 
 
 def _discard(event: Event) -> None:
