@@ -154,9 +154,11 @@ def main() -> None:
     path.write_text(json.dumps(script(args.n, args.k)))
     spec = f"scripted:{path}"
     pg = PgCluster(bindir, fsync=True).start()
-    ray = RayCluster(command).start() if args.executor != "local" else None
+    ray: RayCluster | None = None
     calls = 2 + args.n + args.n * args.k
     try:
+        if args.executor != "local":
+            ray = RayCluster(command).start()
         for executor in ("local", "ray") if args.executor == "both" else (args.executor,):
             row = asyncio.run(one_run(executor, spec, work, pg.fresh_url(), args.n, ray, pg))
             row["model_calls"] = calls

@@ -110,7 +110,11 @@ class RayExecutor:
 
     async def _drive(self, runtime: AgentRuntime, job: AgentJob) -> LoopOutcome:
         run = job.run
-        slot, host = self._host()
+        try:  # no cluster (or a refused placement) fails this child, saying why
+            slot, host = self._host()
+        except Exception as exc:
+            log.exception("agent %s could not be placed on Ray", run.agent_id)
+            return _failed(job, f"Ray: {exc}")
         remote = remote_child(
             job, model_spec=self._spec_for(job), cwd=runtime.cwd, session_id=runtime.session_id
         )
@@ -126,13 +130,23 @@ class RayExecutor:
                     apply_progress(run, item)
                     if job.on_turn is not None:
                         job.on_turn(run.stats)
-            raise RuntimeError(f"agent {run.agent_id}: its host ended without a result")
+            return _failed(job, "its host ended without a result")
         except _LOST as exc:
             self._replace(slot, host)
             return await asyncio.to_thread(_reconcile_lost, job, exc)
         except asyncio.CancelledError:
             ray.cancel(call)
             raise
+        except Exception as exc:  # the cluster refused the call: the child fails, saying why
+            log.exception("agent %s could not run on Ray", run.agent_id)
+            run.status, run.reason, run.error = "failed", "error", f"Ray: {exc}"
+            return LoopOutcome(
+                reason="model_error",
+                messages=job.messages,
+                final_text="",
+                stats=run.stats,
+                error=run.error,
+            )
         finally:
             unhook()
 
@@ -187,6 +201,14 @@ class RayExecutor:
         if not self._hosts:
             self._host()
         return list(await asyncio.gather(*(h.pid.remote() for h in self._hosts)))
+
+
+def _failed(job: AgentJob, error: str) -> LoopOutcome:
+    run = job.run
+    run.status, run.reason, run.error = "failed", "error", error
+    return LoopOutcome(
+        reason="model_error", messages=job.messages, final_text="", stats=run.stats, error=error
+    )
 
 
 def _outcome(job: AgentJob, ended: Ended) -> LoopOutcome:

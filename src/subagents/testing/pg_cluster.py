@@ -75,6 +75,14 @@ class PgCluster:
         return self.root
 
     def start(self) -> PgCluster:
+        try:
+            return self._start()
+        except BaseException:
+            self._running = True  # stop whatever pg_ctl may have started, then the folder
+            self.stop()
+            raise
+
+    def _start(self) -> PgCluster:
         self._run(
             [
                 str(self.bindir / "initdb"),

@@ -86,7 +86,11 @@ class RayCluster:
             env=env,
             start_new_session=True,
         )
-        self._wait_ready(timeout_s)
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:
+            self.stop()  # a cluster that did not come up leaves no process behind
+            raise
         return self
 
     def _wait_ready(self, timeout_s: float) -> None:
