@@ -59,6 +59,30 @@ def test_sdk_flags_are_honoured_and_values_starting_with_a_dash_bind(tmp_path: P
     assert result["total_cost_usd"] == 0 and result["permission_denials"] == []
 
 
+def test_add_dir_is_a_root_of_the_file_tools_and_an_empty_system_prompt_is_empty(
+    tmp_path: Path,
+) -> None:
+    project, extra, other = (tmp_path / n for n in ("project", "extra", "other"))
+    for folder in (project, extra, other):
+        folder.mkdir()
+        (folder / "note.txt").write_text(f"in {folder.name}\n")
+    (project / "CLAUDE.md").write_text("Be brief.\n")
+    reads = [tool_call("Read", file_path=str(d / "note.txt")) for d in (extra, other)]
+    turns = [{"tool_calls": reads}, {"text": "{{tool_results}}"}]
+    script = write_script(project, [{"agent_type": "main", "turns": turns}])
+    run = run_cli(
+        "-p", "read", "--model", f"scripted:{script}", "--output-format", "json",
+        "--add-dir", str(extra), "--system-prompt", "",
+        cwd=project,
+    )  # fmt: skip
+    assert run.code == 0, run.stderr
+    result = run.json()["result"]
+    assert "in extra" in result and "in other" not in result and "outside" in result
+    first = recorded(project)[0]
+    assert first["system"] == ""  # no guidance, no environment, no context
+    assert "Be brief." in json.dumps(first["messages"][0])
+
+
 def test_accepted_but_unhonoured_flags_warn_once_each(tmp_path: Path) -> None:
     script = text_script(tmp_path)
     run = run_cli(

@@ -566,6 +566,25 @@ async def test_session_start_matches_source_and_returns_context(setup: Setup) ->
     assert (end["hook_event_name"], end["reason"]) == ("SessionEnd", "prompt_input_exit")
 
 
+async def test_user_prompt_submit_adds_context_or_refuses_the_prompt(setup: Setup) -> None:
+    log = setup.logs / "prompt.jsonl"
+    refuse = setup.script(
+        "prompt",
+        f'input=$(cat); echo "$input" >> "{log}"\n'
+        'case "$input" in *secret*) echo "no secrets" >&2; exit 2;; esac\necho "cwd is clean"',
+    )
+    engine = setup.engine({"UserPromptSubmit": [group(refuse)]})
+    fine = await engine.user_prompt_submit("fix the bug")
+    assert (fine.refusal, fine.context) == (None, "cwd is clean")
+    assert (await engine.user_prompt_submit("the secret is 42")).refusal == "no secrets"
+    stop = setup.engine(
+        {"UserPromptSubmit": [group(prints({"continue": False, "stopReason": "closed"}))]}
+    )
+    assert (await stop.user_prompt_submit("hi")).refusal == "closed"
+    first = setup.calls("prompt")[0]
+    assert (first["hook_event_name"], first["prompt"]) == ("UserPromptSubmit", "fix the bug")
+
+
 async def test_bad_json_and_system_message_are_shown_to_the_user(setup: Setup) -> None:
     engine = setup.engine(
         {

@@ -162,7 +162,7 @@ def test_other_hook_types_are_skipped_with_a_warning() -> None:
 def test_events_we_do_not_fire_are_warnings_whatever_their_shape() -> None:
     config = parse_hooks(
         {
-            "UserPromptSubmit": [{"hooks": [cmd("u")]}],
+            "Notification": [{"hooks": [cmd("u")]}],
             "user-prompt-submit-hook": "x.sh",
             "preToolUse": 3,
             "Stop": [{"hooks": [cmd("s")]}],
@@ -171,7 +171,7 @@ def test_events_we_do_not_fire_are_warnings_whatever_their_shape() -> None:
     )
     assert set(config.events) == {"Stop"}
     assert config.warnings == (
-        f"{SRC}: hooks.UserPromptSubmit: a Claude Code hook event this runtime does not fire; "
+        f"{SRC}: hooks.Notification: a Claude Code hook event this runtime does not fire; "
         "its hooks are ignored",
         f"{SRC}: hooks.user-prompt-submit-hook: unknown hook event; its hooks are ignored",
         f"{SRC}: hooks.preToolUse: unknown hook event (did you mean 'PreToolUse'?); "

@@ -23,6 +23,7 @@ from claude_agent_sdk import (
     HookMatcher,
     PermissionResultAllow,
     PermissionResultDeny,
+    PermissionUpdate,
     ResultMessage,
     StreamEvent,
     SystemMessage,
@@ -79,6 +80,7 @@ def recorded(folder: Path) -> list[dict[str, Any]]:
 
 
 async def test_one_shot_query_parses_every_message(tmp_path: Path) -> None:
+    (tmp_path / "CLAUDE.md").write_text("Answer in haiku.\n")
     script = write_script(
         tmp_path,
         [
@@ -107,6 +109,13 @@ async def test_one_shot_query_parses_every_message(tmp_path: Path) -> None:
     assert result.num_turns == 2 and result.duration_api_ms >= 0
     assert result.session_id == init.data["session_id"]
     assert result.model_usage and result.total_cost_usd == 0.0
+    # No system_prompt: the SDK sends --system-prompt "", an empty prompt as with Claude Code;
+    # the project's instructions still reach the model, in the first user message.
+    first = recorded(tmp_path)[0]
+    assert first["system"] == ""
+    opening = first["messages"][0]["content"]
+    assert "<system-reminder>" in opening[1]["text"] and "Answer in haiku." in opening[1]["text"]
+    assert opening[2]["text"] == "list files"
 
 
 async def test_system_prompt_tools_and_claude_model_name_reach_the_model(tmp_path: Path) -> None:
@@ -293,6 +302,8 @@ async def test_partial_messages_stream_before_each_message(tmp_path: Path) -> No
 
 
 async def test_can_use_tool_allow_with_updated_input_and_deny(tmp_path: Path) -> None:
+    extra = tmp_path.with_name(f"{tmp_path.name}-extra")  # outside the working directory
+    extra.mkdir()
     script = write_script(
         tmp_path,
         [
@@ -309,6 +320,11 @@ async def test_can_use_tool_allow_with_updated_input_and_deny(tmp_path: Path) ->
                             tool_call("Write", file_path=str(tmp_path / "b.txt"), content="y")
                         ]
                     },
+                    {
+                        "tool_calls": [
+                            tool_call("Write", file_path=str(extra / "c.txt"), content="z")
+                        ]
+                    },
                     {"text": "results: {{tool_results}}"},
                 ],
             }
@@ -321,17 +337,24 @@ async def test_can_use_tool_allow_with_updated_input_and_deny(tmp_path: Path) ->
     ) -> PermissionResultAllow | PermissionResultDeny:
         asked.append((name, tool_input, context))
         if tool_input["file_path"].endswith("a.txt"):
-            return PermissionResultAllow(updated_input={**tool_input, "content": "changed"})
+            # An added directory is a root of the file tools from now on.
+            more = PermissionUpdate(type="addDirectories", directories=[str(extra)])
+            changed = {**tool_input, "content": "changed"}
+            return PermissionResultAllow(updated_input=changed, updated_permissions=[more])
+        if tool_input["file_path"].endswith("c.txt"):
+            return PermissionResultAllow()
         return PermissionResultDeny(message="b is off limits")
 
     messages = await collect("write", options(script, tmp_path, can_use_tool=can_use_tool))
     assert (tmp_path / "a.txt").read_text() == "changed"
     assert not (tmp_path / "b.txt").exists()
-    assert [a[0] for a in asked] == ["Write", "Write"]
+    assert (extra / "c.txt").read_text() == "z"
+    assert [a[0] for a in asked] == ["Write", "Write", "Write"]
     assert asked[0][2].tool_use_id and asked[0][2].agent_id is None
     assert asked[0][2].suggestions[0].type == "addRules"
     result = result_of(messages)
-    assert "b is off limits" in result.result
+    assert "c.txt" in result.result  # the last Write's result
+    assert "b is off limits" in json.dumps(recorded(tmp_path)[2]["messages"][-1])
     assert [d["tool_name"] for d in result.permission_denials or []] == ["Write"]
 
 
@@ -427,18 +450,33 @@ async def test_client_multi_turn_conversation(tmp_path: Path) -> None:
             }
         ],
     )
-    async with ClaudeSDKClient(options(script, tmp_path)) as client:
+    prompts: list[str] = []
+
+    async def screen(data: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
+        """UserPromptSubmit: refuse a prompt holding a password, else add context."""
+        prompts.append(data["prompt"])
+        if "password" in data["prompt"]:
+            return {"decision": "block", "reason": "no secrets in prompts"}
+        return {"hookSpecificOutput": {"additionalContext": "The user is in Lyon."}}
+
+    hooks: Any = {"UserPromptSubmit": [HookMatcher(hooks=[screen])]}
+    async with ClaudeSDKClient(options(script, tmp_path, hooks=hooks)) as client:
         info = await client.get_server_info()
         assert info is not None and info["output_style"] == "default"
         await client.query("capital of France?")
         first = [m async for m in client.receive_response()]
+        await client.query("my password is hunter2")
+        refused = [m async for m in client.receive_response()]
         await client.query("population?")
         second = [m async for m in client.receive_response()]
+    assert prompts == ["capital of France?", "my password is hunter2", "population?"]
     assert result_of(first).result == "Paris"
-    assert result_of(second).result == "you asked: population?"
+    assert result_of(refused).is_error and "no secrets in prompts" in str(result_of(refused).result)
+    assert result_of(second).result == "you asked: population?\n\nThe user is in Lyon."
     assert result_of(second).session_id == result_of(first).session_id
-    last = recorded(tmp_path)[-1]
-    assert [m["role"] for m in last["messages"]] == ["user", "assistant", "user"]
+    requests = recorded(tmp_path)
+    assert len(requests) == 2 and "hunter2" not in json.dumps(requests)
+    assert [m["role"] for m in requests[-1]["messages"]] == ["user", "assistant", "user"]
 
 
 async def test_client_interrupt_keeps_session_and_background_children(tmp_path: Path) -> None:

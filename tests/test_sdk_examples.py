@@ -1,7 +1,8 @@
 """claude-agent-sdk's published example scripts run unchanged against ``subagents``.
 
 The scripts in ``tests/sdk_examples/`` are the SDK repository's ``examples/``, verbatim. Each
-runs as its own process, as a user would run it, with a ``claude`` on ``PATH`` that is our
+runs as its own process, as a user would run it, in a sandbox of its own (four at a time: the
+``ran`` fixture runs them all once for the module), with a ``claude`` on ``PATH`` that is our
 ``subagents`` (the SDK looks for its bundled CLI first: the runner sets that lookup aside, the
 one change it makes) and a scripted model, through ``SUBAGENTS_MODEL``, that answers each
 example's prompts. ``SUBAGENTS_SDK_EXAMPLES_SLOW=1`` adds the examples that wait on purpose
@@ -16,10 +17,16 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# The first test waits for every example (the ``ran`` fixture); each process is bounded by
+# ``run_example``'s own timeout.
+pytestmark = pytest.mark.timeout(900)
 
 EXAMPLES = Path(__file__).with_name("sdk_examples")
 RUNNER = """
@@ -72,7 +79,9 @@ def script_for(cwd: Path) -> dict[str, Any]:
         main(r"\./foo\.sh", call("Bash", command="./foo.sh --help"),
              say("Blocked: {{tool_results}}"),
              call("Bash", command="echo 'Hello from hooks example!'"), say("{{tool_results}}")),
-        main("favorite color", say("You have not told me your favorite color.")),
+        # The UserPromptSubmit hook's context rides with the prompt.
+        main(r"favorite color\?\s+My favorite color is ([a-z ]+)",
+             say("Your favorite color is {{match.1}}.")),
         main("nonexistent_directory", call("Bash", command="ls /nonexistent_directory"),
              say("The directory does not exist.")),
         main("important_config",
@@ -102,25 +111,24 @@ def script_for(cwd: Path) -> dict[str, Any]:
     ]}  # fmt: skip
 
 
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Path:
+def make_sandbox(folder: Path) -> Path:
     """A project folder holding the examples (as in the SDK repository: ``examples/`` beside
     ``.claude/``), a ``claude`` shim, and the scripted model."""
-    shutil.copytree(EXAMPLES, tmp_path / "examples")
-    (tmp_path / "README.md").write_text("# A project\n\nIt does things.\n")
-    agents = tmp_path / ".claude" / "agents"
+    shutil.copytree(EXAMPLES, folder / "examples")
+    (folder / "README.md").write_text("# A project\n\nIt does things.\n")
+    agents = folder / ".claude" / "agents"
     agents.mkdir(parents=True)
     (agents / "test-agent.md").write_text(
         "---\nname: test-agent\ndescription: A test agent\n---\nYou test things.\n"
     )
-    commands = tmp_path / ".claude" / "commands"
+    commands = folder / ".claude" / "commands"
     commands.mkdir()
     (commands / "commit.md").write_text("Commit the staged changes.\n")
-    bin_dir = tmp_path / "bin"
+    bin_dir = folder / "bin"
     bin_dir.mkdir()
     (bin_dir / "claude").symlink_to(Path(sys.executable).with_name("subagents"))
-    (tmp_path / "script.json").write_text(json.dumps(script_for(tmp_path)))
-    return tmp_path
+    (folder / "script.json").write_text(json.dumps(script_for(folder)))
+    return folder
 
 
 def run_example(sandbox: Path, name: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -150,87 +158,137 @@ def ok(run: subprocess.CompletedProcess[str]) -> str:
     return run.stdout
 
 
-def test_quick_start(sandbox: Path) -> None:
-    out = ok(run_example(sandbox, "quick_start"))
+@dataclass(frozen=True)
+class Ran:
+    sandbox: Path
+    run: subprocess.CompletedProcess[str]
+
+
+EXAMPLE_RUNS = (
+    ("quick_start",),
+    ("system_prompt",),
+    ("tools_option",),
+    ("agents",),
+    *(("hooks", name) for name in ("PreToolUse", "DecisionFields", "PostToolUse")),
+    ("hooks", "UserPromptSubmit"),
+    *(
+        ("streaming_mode", name)
+        for name in (
+            "basic_streaming",
+            "multi_turn_conversation",
+            "manual_message_handling",
+            "with_options",
+            "bash_command",
+            "with_interrupt",
+            "control_protocol",
+            "error_handling",
+        )
+    ),
+    ("tool_permission_callback",),
+    ("max_budget_usd",),
+    ("include_partial_messages",),
+    ("stderr_callback_example",),
+    ("setting_sources", "all"),
+    ("filesystem_agents",),
+)
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, ...], Ran]:
+    """Every example, each in a sandbox of its own, a few at a time: most of an example's time
+    is processes starting and waiting on each other, which overlaps well."""
+
+    def one(example: tuple[str, ...]) -> Ran:
+        sandbox = make_sandbox(tmp_path_factory.mktemp("-".join(example)))
+        return Ran(sandbox=sandbox, run=run_example(sandbox, *example))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(EXAMPLE_RUNS, pool.map(one, EXAMPLE_RUNS), strict=True))
+
+
+def test_quick_start(ran: dict[tuple[str, ...], Ran]) -> None:
+    out = ok(ran["quick_start",].run)
     assert "Claude: 2 + 2 = 4" in out and "Claude: Python is a readable" in out
-    assert (sandbox / "hello.txt").read_text() == "Hello, World!"
+    assert (ran["quick_start",].sandbox / "hello.txt").read_text() == "Hello, World!"
     assert "Cost: $0.0" in out
 
 
-def test_system_prompt_and_tools_option(sandbox: Path) -> None:
-    assert ok(run_example(sandbox, "system_prompt")).count("Claude: 2 + 2 = 4") == 4
-    out = ok(run_example(sandbox, "tools_option"))
+def test_system_prompt_and_tools_option(ran: dict[tuple[str, ...], Ran]) -> None:
+    assert ok(ran["system_prompt",].run).count("Claude: 2 + 2 = 4") == 4
+    out = ok(ran["tools_option",].run)
     assert "Tools from system message: ['Glob', 'Grep', 'Read']" in out
     assert "Tools from system message: []" in out
     preset = re.search(r"Tools from system message \((\d+) tools\): \['Agent', 'Bash'", out)
     assert preset is not None and int(preset.group(1)) >= 12, out  # every main-agent tool
 
 
-def test_agents(sandbox: Path) -> None:
-    out = ok(run_example(sandbox, "agents"))
+def test_agents(ran: dict[tuple[str, ...], Ran]) -> None:
+    out = ok(ran["agents",].run)
     assert "The types look consistent." in out
     assert "AgentDefinition describes a sub-agent." in out
     assert "agents.py" in out  # the analyzer's Glob found the examples
 
 
-def test_hooks(sandbox: Path) -> None:
-    out = ok(run_example(sandbox, "hooks", "PreToolUse"))
+def test_hooks(ran: dict[tuple[str, ...], Ran]) -> None:
+    out = ok(ran["hooks", "PreToolUse"].run)
     assert "Command contains invalid pattern: foo.sh" in out
     assert "Hello from hooks example!" in out
-    out = ok(run_example(sandbox, "hooks", "DecisionFields"))
-    assert "Security policy blocks writes to important files" in out
-    assert not (sandbox / "important_config.txt").exists()
-    assert (sandbox / "regular_file.txt").read_text() == "test data"
-    ok(run_example(sandbox, "hooks", "PostToolUse"))
-    user_prompt = run_example(sandbox, "hooks", "UserPromptSubmit")
-    assert "UserPromptSubmit hooks are not supported" in ok(user_prompt) + user_prompt.stderr
+    decisions = ran["hooks", "DecisionFields"]
+    assert "Security policy blocks writes to important files" in ok(decisions.run)
+    assert not (decisions.sandbox / "important_config.txt").exists()
+    assert (decisions.sandbox / "regular_file.txt").read_text() == "test data"
+    ok(ran["hooks", "PostToolUse"].run)
+    out = ok(ran["hooks", "UserPromptSubmit"].run)
+    assert "Your favorite color is hot pink." in out  # the hook's context reached the model
 
 
-def test_streaming_mode(sandbox: Path) -> None:
+def test_streaming_mode(ran: dict[tuple[str, ...], Ran]) -> None:
     for name in ("basic_streaming", "multi_turn_conversation", "manual_message_handling",
                  "with_options", "bash_command"):  # fmt: skip
-        ok(run_example(sandbox, "streaming_mode", name))
-    out = ok(run_example(sandbox, "streaming_mode", "with_interrupt"))
+        ok(ran["streaming_mode", name].run)
+    out = ok(ran["streaming_mode", "with_interrupt"].run)
     assert "Claude: Why did the developer go broke?" in out
-    out = ok(run_example(sandbox, "streaming_mode", "control_protocol"))
+    out = ok(ran["streaming_mode", "control_protocol"].run)
     assert "Server info retrieved successfully" in out and "Interrupt sent successfully" in out
     assert "Claude: Why did the developer" in out  # the turn after the interrupt
-    out = ok(run_example(sandbox, "streaming_mode", "error_handling"))
+    out = ok(ran["streaming_mode", "error_handling"].run)
     assert "Response timeout after 3 seconds" in out
 
 
 @pytest.mark.skipif(
     os.environ.get("SUBAGENTS_SDK_EXAMPLES_SLOW") != "1", reason="waits ~40 s on purpose"
 )
-def test_streaming_mode_slow_examples(sandbox: Path) -> None:
+def test_streaming_mode_slow_examples(tmp_path: Path) -> None:
+    sandbox = make_sandbox(tmp_path)
     out = ok(run_example(sandbox, "streaming_mode", "concurrent_responses"))
     assert "Claude: 12" in out
     out = ok(run_example(sandbox, "streaming_mode", "async_iterable_prompt"))
     assert "Claude: Tokyo." in out
 
 
-def test_tool_permission_callback(sandbox: Path) -> None:
-    out = ok(run_example(sandbox, "tool_permission_callback"))
+def test_tool_permission_callback(ran: dict[tuple[str, ...], Ran]) -> None:
+    permission = ran["tool_permission_callback",]
+    out = ok(permission.run)
     assert "Redirecting write from hello.py to ./safe_output/hello.py" in out
-    assert (sandbox / "safe_output" / "hello.py").exists()
+    assert (permission.sandbox / "safe_output" / "hello.py").exists()
     assert "It printed: Hello, world!" in out
 
 
-def test_budget_partial_messages_and_stderr(sandbox: Path) -> None:
-    budget = run_example(sandbox, "max_budget_usd")
+def test_budget_partial_messages_and_stderr(ran: dict[tuple[str, ...], Ran]) -> None:
+    budget = ran["max_budget_usd",].run
     assert "Status: success" in budget.stdout
     assert "Budget limit exceeded!" in budget.stdout
     # As with Claude Code, the run that ended on an error result exits non-zero, which the
     # SDK raises (ResultError) after yielding the result: the example's last call ends so.
     assert "ResultError" in budget.stderr and "max_budget_usd" in budget.stderr
-    out = ok(run_example(sandbox, "include_partial_messages"))
+    out = ok(ran["include_partial_messages",].run)
     assert "StreamEvent(" in out and "content_block_delta" in out
-    ok(run_example(sandbox, "stderr_callback_example"))
+    ok(ran["stderr_callback_example",].run)
 
 
-def test_setting_sources_and_filesystem_agents(sandbox: Path) -> None:
-    out = ok(run_example(sandbox, "setting_sources", "all"))
+def test_setting_sources_and_filesystem_agents(ran: dict[tuple[str, ...], Ran]) -> None:
+    out = ok(ran["setting_sources", "all"].run)
     assert out.count("✓") == 4, out
-    out = ok(run_example(sandbox, "filesystem_agents"))
+    out = ok(ran["filesystem_agents",].run)
     assert "SUCCESS: test-agent was loaded from filesystem" in out
     assert "SUCCESS: Received full response" in out

@@ -113,7 +113,8 @@ class SessionOptions:
     home: Path | None = None
     system_prompt: str | None = None
     """Replaces the main agent's guidance and environment block (``--system-prompt``); the
-    project instructions and git snapshot are still added."""
+    project instructions and git snapshot are still added. Empty (``""``, the SDK's default):
+    no system prompt, the project context goes in the first user message instead."""
     system_prompt_file: Path | None = None
     """Like ``system_prompt``, read from this file (``--system-prompt-file``); not both."""
     append_system_prompt: str | None = None
@@ -260,6 +261,9 @@ class Session:
         self.settings = self._load_settings()
         for warning in self.settings.warnings:
             self.warn(warning)
+        extra_dirs = [*options.additional_dirs, *self.settings.additional_directories]
+        self._extra_roots = [self.cwd, *(canonical_project(d) for d in extra_dirs)]
+        """File-tool roots until the main agent starts (then its context holds them)."""
         self.permissions = self._permissions(self.settings)
         self.runtime.permissions = self.permissions
         self.runtime.hooks = self._hooks(self.settings)
@@ -496,6 +500,24 @@ class Session:
             self._main.run.model = resolved.name
         return resolved
 
+    def change_directories(
+        self, add: Sequence[Path] = (), remove: Sequence[Path] = ()
+    ) -> tuple[Path, ...]:
+        """Directories the main agent's file tools may reach from now on, beside its working
+        directory (as ``additional_dirs``); children started later inherit them. Returns the
+        roots now in force. The working directory itself is never removed."""
+        ctx = self._main.job.ctx if self._main is not None else None
+        roots = list(ctx.roots if ctx is not None else self._extra_roots)
+        gone = {canonical_project(d) for d in remove}
+        keep = ctx.cwd if ctx is not None else self.cwd
+        roots = [r for r in roots if r == keep or canonical_project(r) not in gone]
+        roots += [d for d in map(canonical_project, add) if d not in roots]
+        if ctx is not None:
+            ctx.roots = tuple(roots)
+        else:
+            self._extra_roots = roots
+        return tuple(roots)
+
     async def close(self) -> None:
         """End the session: background children are killed, writes drained, SessionEnd fires.
         Safe to call twice."""
@@ -592,6 +614,17 @@ class Session:
             profile=profile_of(self.model),
         )
 
+    def _main_reminders(self, tool_names: list[str]) -> TurnReminders | None:
+        """The catalog; with an empty system prompt also the project context, which the
+        prompt then does not hold (``main_system_prompt``)."""
+        reminders = reminders_for(self.runtime, None, tool_names)
+        blank = self.custom_prompt is not None and not self.custom_prompt.strip()
+        context = self.runtime.context_block(read_only=False) if blank else ""
+        if context:
+            reminders = reminders or TurnReminders()
+            reminders.context = context
+        return reminders
+
     def _watch_definitions(self) -> None:
         """Definitions loaded from disk follow their files for the rest of the session."""
         if self.options.definitions is not None:
@@ -668,14 +701,18 @@ class Session:
 
     async def _run_turn(self, prompt: str | None, wait_background: bool) -> SessionResult:
         started = time.monotonic()
-        first = self._main is None
         main = self._main or await self._open_main()
         mcp = self.runtime.mcp
         self.emit(main.init_event(mcp.statuses() if mcp is not None else []))
         if not self._warnings_live:  # warnings from before the run follow the first init
             self._warnings_live = True
             self._emit_warnings()
-        if first:
+        if prompt is not None:
+            prompt, refusal = await self._submitted(prompt)
+            if refusal is not None:
+                return self._refused(main, refusal, started)
+        if not main.started:
+            main.started = True
             messages, logged = self._history(await self._first_prompt(prompt or ""), main.reminders)
             main.job.messages[:] = messages
             main.job.logged_messages = logged
@@ -697,6 +734,30 @@ class Session:
             outcome = await run_agent(main.job)
         finally:
             turn_abort.unlink()  # the session's signal forgets a finished turn (no cycle)
+        result = self._result(outcome, int((time.monotonic() - started) * 1000))
+        self.emit(ResultEvent(payload=result.payload))
+        return result
+
+    async def _submitted(self, prompt: str) -> tuple[str, str | None]:
+        """The prompt after the UserPromptSubmit hooks: with their context added, or refused
+        (the second item says why)."""
+        hooks = self.runtime.hooks
+        if hooks is None:
+            return prompt, None
+        verdict = await hooks.user_prompt_submit(prompt)
+        if verdict.refusal is not None:
+            return prompt, verdict.refusal
+        return (f"{prompt}\n\n{verdict.context}" if verdict.context else prompt), None
+
+    def _refused(self, main: MainAgent, reason: str, started: float) -> SessionResult:
+        """A turn whose prompt a hook refused: no model call, an error result saying why."""
+        outcome = LoopOutcome(
+            reason="aborted",
+            messages=main.job.messages,
+            final_text="",
+            stats=main.run.stats,
+            error=f"UserPromptSubmit hook refused the prompt: {reason}",
+        )
         result = self._result(outcome, int((time.monotonic() - started) * 1000))
         self.emit(ResultEvent(payload=result.payload))
         return result
@@ -723,14 +784,13 @@ class Session:
         run = AgentRun(ref=ref, prompt="", model=self.model.name)
         self.runtime.register(run)
         self.runtime.project_context = await load_project_context(self.cwd)
-        extra_dirs = [*self.options.additional_dirs, *self.settings.additional_directories]
-        roots = (self.cwd, *(canonical_project(d) for d in extra_dirs))
+        roots = tuple(self._extra_roots)
         system = self._system_prompt()
         if self.options.json_schema is not None:
-            system = f"{system}\n\n{STRUCTURED_OUTPUT_NOTE}"
+            system = f"{system}\n\n{STRUCTURED_OUTPUT_NOTE}".lstrip()
         await recovery.reconcile_orphans(self.store, self.state, hooks=self.runtime.hooks)
         self._watch_definitions()
-        reminders = reminders_for(self.runtime, None, names)
+        reminders = self._main_reminders(names)
         frame = AgentFrame(
             run=run,
             model=self.model,

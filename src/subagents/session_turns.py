@@ -43,6 +43,8 @@ class MainAgent:
     cwd: str
     reminders: TurnReminders | None = None
     """The main agent's catalog reminders (``agents.reminders``), for each turn's message."""
+    started: bool = False
+    """Whether the history was set up (the first turn a hook did not refuse)."""
 
     @property
     def run(self) -> AgentRun:

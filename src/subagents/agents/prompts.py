@@ -192,7 +192,12 @@ def main_system_prompt(
 
     ``custom`` replaces the guidance and the environment block (as Claude Code's
     ``--system-prompt`` does); the project context is still added, and ``append`` goes last.
+    An empty ``custom`` (what the SDK sends when a program sets no system prompt) is an empty
+    prompt, as with Claude Code: only ``append``; the caller carries the context elsewhere
+    (``TurnReminders.context``).
     """
+    if custom is not None and not custom.strip():
+        return (append or "").strip()
     if custom is not None:
         parts = [custom.strip()]
     else:

@@ -38,6 +38,9 @@ class TurnReminders:
     catalog: CatalogFeed | None = None
     critical: str | None = None
     watch: DefinitionWatch | None = None
+    context: str = ""
+    """Project context (instructions, git status) carried in the first message instead of the
+    system prompt: set when the system prompt is given as empty (``--system-prompt ""``)."""
 
     def first_message(self, prompt: str) -> Message:
         """The agent's task message: the catalog, the task, then the critical reminder."""
@@ -50,6 +53,8 @@ class TurnReminders:
             if self.watch is not None:
                 self.watch.check()
             blocks.append(text_block(self.catalog.initial()))
+        if self.context:
+            blocks.append(text_block(system_reminder(self.context)))
         blocks.append(text_block(prompt))
         if self.critical:
             blocks.append(text_block(system_reminder(self.critical)))
@@ -61,6 +66,8 @@ class TurnReminders:
         blocks: list[ContentBlock] = []
         if self.catalog is not None:
             blocks.append(text_block(self.catalog.initial()))
+        if self.context:
+            blocks.append(text_block(system_reminder(self.context)))
         if self.critical:
             blocks.append(text_block(system_reminder(self.critical)))
         return blocks

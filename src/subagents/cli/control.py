@@ -109,6 +109,8 @@ class SdkPermissions:
     checker: Callable[[], PermissionChecker]
     interrupt: Callable[[str], object]
     warn: Callable[[str], None]
+    directories: Callable[[tuple[Path, ...], tuple[Path, ...]], object] = lambda _a, _r: None
+    """Told the directories an update added and removed, so file tools can reach them."""
     timeout: float | None = None
 
     def callback(self) -> AskCallback:
@@ -145,10 +147,17 @@ class SdkPermissions:
 
     def _apply(self, updates: list[Any]) -> None:
         checker = self.checker()
+        before = checker.context.additional_directories
         try:
             checker.context = apply_permission_updates(checker.context, updates, self.warn)
         except (ValueError, TypeError, KeyError) as exc:
             self.warn(f"updatedPermissions not applied (none of them): {exc}")
+            return
+        after = checker.context.additional_directories
+        added = tuple(d for d in after if d not in before)
+        removed = tuple(d for d in before if d not in after)
+        if added or removed:
+            self.directories(added, removed)
 
 
 def suggestions(request: Ask) -> list[Line]:

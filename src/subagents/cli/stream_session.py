@@ -153,6 +153,7 @@ class StreamSession:
             checker=lambda: self.ensure_session().permissions,
             interrupt=lambda reason: self.session is not None and self.session.interrupt(reason),
             warn=self.warn,
+            directories=lambda add, remove: self.ensure_session().change_directories(add, remove),
         ).callback()
 
     async def _work(self) -> None:

@@ -13,8 +13,8 @@ What is tolerated and what is fatal follows one rule: **what we do not run is a 
 we would run but cannot read refuses to start**, because running without a security hook the
 user configured would be worse than not running at all.
 
-* warnings (the rest still loads): an event we do not fire (``UserPromptSubmit``,
-  ``Notification``, ``PreCompact``, a typo), *whatever its value*; handler types other than
+* warnings (the rest still loads): an event we do not fire (``Notification``,
+  ``PreCompact``, a typo), *whatever its value*; handler types other than
   ``command`` (``prompt``, ``agent``, ``http``, ``mcp_tool``, unknown ones); fields we do not use
   (``async``, ``statusMessage``, ``once``, ``shell``); a bad ``timeout`` (the default is used);
   an ``if`` that is not a permission rule (the hook then runs for every call, as in Claude
@@ -56,6 +56,7 @@ HOOK_EVENTS: Final = (
     "Stop",
     "SessionStart",
     "SessionEnd",
+    "UserPromptSubmit",
     "WorktreeCreate",
     "WorktreeRemove",
 )
@@ -66,7 +67,6 @@ DEFAULT_TIMEOUT_S: Final = 600.0
 
 CLAUDE_CODE_ONLY_EVENTS: Final = frozenset(
     {
-        "UserPromptSubmit",
         "Notification",
         "PreCompact",
         "PostCompact",

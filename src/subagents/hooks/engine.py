@@ -55,6 +55,16 @@ _log = logging.getLogger(__name__)
 _AgentStatus = Literal["new", "running", "stopping", "stopped"]
 
 
+@dataclass(frozen=True, kw_only=True)
+class PromptVerdict:
+    """What the UserPromptSubmit hooks said about one prompt."""
+
+    refusal: str | None = None
+    """Set when a hook refused the prompt: why."""
+    context: str = ""
+    """Context the hooks added for the model."""
+
+
 @dataclass(kw_only=True)
 class _AgentRecord:
     status: _AgentStatus = "new"
@@ -268,6 +278,16 @@ class HookEngine:
         """SessionStart (source: startup|resume|clear|compact); returns context for the model."""
         outcome = await self._fire("SessionStart", source, {"source": source})
         return outcome.context_text(with_plain_output=True)
+
+    async def user_prompt_submit(self, prompt: str) -> PromptVerdict:
+        """UserPromptSubmit, before a prompt reaches the main agent: exit 2, ``decision:
+        block`` or ``continue: false`` refuse it (it never enters the history); otherwise
+        ``additionalContext`` and plain stdout are context for the model, as in Claude Code."""
+        outcome = await self._fire("UserPromptSubmit", None, {"prompt": prompt})
+        if outcome.blocked or outcome.stop:
+            reason = outcome.block_reason if outcome.blocked else outcome.stop_reason
+            return PromptVerdict(refusal=reason)
+        return PromptVerdict(context=outcome.context_text(with_plain_output=True))
 
     async def session_end(self, reason: str) -> None:
         """SessionEnd; it cannot block, failures are only warnings."""

@@ -51,6 +51,7 @@ BLOCKING_EVENTS: Final = frozenset(
         "Stop",
         "TaskCreated",
         "TeammateIdle",
+        "UserPromptSubmit",
     }
 )
 """Events whose exit 2 / ``decision: block`` reaches the model; for the rest it is a warning."""
