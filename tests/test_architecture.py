@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("telemetry", ("subagents.telemetry",)),
     (
         "session and test helpers",
-        ("subagents.session", "subagents.session_turns", "subagents.testing"),
+        ("subagents.session", "subagents.session_turns", "subagents.teammate", "subagents.testing"),
     ),
     ("beyond one machine", ("subagents.distributed",)),
     ("the public API", ("subagents",)),

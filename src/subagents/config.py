@@ -62,6 +62,12 @@ class RuntimeConfig:
     """Compact a history automatically near its model's window (docs/compaction.md)."""
     autocompact_tokens: int | None = None
     """An absolute compaction threshold in tokens, instead of the model's window."""
+    agent_teams: bool = False
+    """The team tools (TeamCreate, TaskCreate, …; docs/teams.md), opt-in as in Claude Code."""
+    teammate_mode: str = "process"
+    """``process`` (each teammate its own OS process) or ``in-process``."""
+    team_quiet_ms: int = 30_000
+    """How long a team message waits for a quiet team before the lead gets it anyway."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -104,4 +110,18 @@ class RuntimeConfig:
             telemetry=_flag(
                 env, ("SUBAGENTS_TELEMETRY", "CLAUDE_CODE_ENABLE_TELEMETRY"), default=cls.telemetry
             ),
+            agent_teams=_flag(
+                env,
+                ("SUBAGENTS_AGENT_TEAMS", "CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS"),
+                default=cls.agent_teams,
+            ),
+            teammate_mode=_teammate_mode(env),
+            team_quiet_ms=_int(env, "SUBAGENTS_TEAM_QUIET_MS", cls.team_quiet_ms),
         )
+
+
+def _teammate_mode(env: Mapping[str, str]) -> str:
+    raw = env.get("SUBAGENTS_TEAMMATE_MODE", "process").strip().lower() or "process"
+    if raw not in ("process", "in-process"):
+        raise ValueError("SUBAGENTS_TEAMMATE_MODE must be 'process' or 'in-process'")
+    return raw

@@ -44,6 +44,9 @@ from subagents.agents.services import SessionServices
 from subagents.agents.shells import BackgroundShellManager
 from subagents.agents.task_service import AgentTasks
 from subagents.agents.tasks import TaskRegistry
+from subagents.agents.team_tools import lead_tools
+from subagents.agents.teams.config import TeamDirectory
+from subagents.agents.teams.host import TeamHost, WorkerOptions
 from subagents.agents.verification import install_verification
 from subagents.config import RuntimeConfig
 from subagents.events import (
@@ -295,11 +298,38 @@ class Session:
         self.shells = BackgroundShellManager(
             self.registry, self.state.tasks_dir, self.background.notify
         )
+        self.teams = self._team_host()
         self.services = SessionServices(
             runtime=self.runtime,
             children=self.background,
             task_service=AgentTasks(self.background, self.registry),
             shells=self.shells,
+            teams=self.teams,
+        )
+
+    def _team_host(self) -> TeamHost:
+        """The lead's side of a team (docs/teams.md); teammate processes get this session's
+        model string and options (a model object cannot cross: its teammates run in-process)."""
+        options = self.options
+        worker = WorkerOptions(
+            model=options.model if isinstance(options.model, str) else None,
+            home=str(self.state.home),
+            agents_json=options.agents_json,
+            settings_file=str(options.settings_file) if options.settings_file else None,
+            permission_mode=options.permission_mode,
+            load_settings=options.load_settings,
+            trusted=options.trusted,
+        )
+
+        async def reconcile(_name: str, _agent_id: str) -> None:
+            await recovery.reconcile_orphans(self.store, self.state, hooks=self.runtime.hooks)
+
+        return TeamHost(
+            directory=TeamDirectory(self.state),
+            root_inbox=self.inbox,
+            quiet_ms=self.config.team_quiet_ms,
+            worker=worker,
+            on_crash=reconcile,
         )
 
     def _load_settings(self) -> Settings:
@@ -600,6 +630,7 @@ class Session:
             SendMessageTool(),
             EnterWorktreeTool(worktrees),
             ExitWorktreeTool(worktrees),
+            *(lead_tools() if self.config.agent_teams else []),
         ]
         return select_tools(tools, self.options.tool_names, self.options.disallowed_tools)
 
@@ -817,6 +848,8 @@ class Session:
             observer=self.observer,
             env=dict(self.settings.env),  # settings `env`: every command; children inherit it
         )
+        if self.options.resume and self.config.agent_teams:
+            frame.team = self.teams.rejoin(self.session_id)
         job = AgentJob(
             frame=frame,
             caller=self._caller(),
@@ -842,6 +875,41 @@ class Session:
         if self.runtime.mcp is not None:
             await self.runtime.mcp.start()
 
+    def main_frame(
+        self,
+        run: AgentRun,
+        tools: list[Tool[Any]],
+        system: str,
+        messages: list[Message],
+        roots: tuple[Path, ...],
+    ) -> tuple[AgentFrame, ToolContext]:
+        """The main agent's frame and context (a teammate worker's host frame too)."""
+        frame = AgentFrame(
+            run=run,
+            model=self.model,
+            system=system,
+            tools=tools,
+            tool_schemas=[tool.schema() for tool in tools],
+            messages=messages,
+            permission_mode=self.permissions.context.mode,
+            permissions=self.permissions,
+        )
+        ctx = ToolContext(
+            cwd=self.cwd,
+            roots=roots,
+            abort=self.abort,
+            agent=run.ref,
+            emit=self.emit,
+            services=self.services,
+            owner=frame,
+            can_use_tool=self.permissions,
+            read_guard=self.permissions,
+            hooks=self.runtime.hooks,
+            observer=self.observer,
+            env=dict(self.settings.env),
+        )
+        return frame, ctx
+
     def _release(self) -> None:
         """The run is over: cut the session's reference cycles (callbacks between the
         runtime, the managers, the registry and the inbox), so all it built — fifty children's
@@ -853,6 +921,7 @@ class Session:
         self.runtime.definitions_watch = None
         self.inbox.expecting = None
         self.inbox.on_put = None
+        self.teams.on_crash = None
         if self._main is not None:
             # The catalog feed and its definition watch call back into this session.
             self._main.reminders = None
@@ -867,12 +936,19 @@ class Session:
             wait_ms = self.config.print_bg_wait_ms
         if wait_ms <= 0:
             return
-        self.inbox.expecting = self.background.expecting_notifications
+        children, teams = self.background, self.teams
+        self.inbox.expecting = lambda: children.expecting_notifications() or teams.expecting()
         self.inbox.wait_deadline = time.monotonic() + wait_ms / 1000
         self.registry.on_terminal(lambda _task: self.inbox.wake())
 
+    async def shutdown(self) -> None:
+        """Kill everything this session started and close its writer (a teammate worker's
+        end; ``run`` does this itself)."""
+        await self._shutdown()
+
     async def _shutdown(self) -> None:
-        """Shutdown kills every task still running: background agents and shells."""
+        """Shutdown kills every task still running: teammates, background agents, shells."""
+        await self.teams.shutdown()
         await self.background.shutdown()
         await self.shells.shutdown()
         await close_session_servers(self.runtime.mcp, self.state, self.session_id)

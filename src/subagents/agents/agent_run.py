@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from subagents.agents.schema import AgentDefinition
+from subagents.agents.teams.membership import TeamMembership
 from subagents.events import AgentRef
 from subagents.loop.compaction import CompactionPolicy
 from subagents.loop.inbox import Inbox
@@ -111,6 +112,8 @@ class AgentFrame:
     definition: AgentDefinition | None = None
     is_fork: bool = False
     is_teammate: bool = False
+    team: TeamMembership | None = None
+    """The team this agent leads or belongs to (docs/teams.md), once it has one."""
     mode_ceiling: str | None = None
     """The most permissive mode this agent may take: its parent's at spawn (None: the main
     agent). ``ExitPlanMode`` returns a child to it."""
@@ -216,6 +219,8 @@ async def run_agent(job: AgentJob) -> LoopOutcome:
         restate=job.restate,
         compaction=job.compaction,
         task_text=job.task_text or run.prompt,
+        team_name=job.frame.team.team_name if job.frame.team is not None else None,
+        member_name=job.frame.team.name if job.frame.team is not None else None,
     )
     outcome: LoopOutcome | None = None
     observer = job.ctx.observer

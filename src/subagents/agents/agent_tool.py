@@ -30,6 +30,7 @@ from subagents.agents.schema import AgentDefinition
 from subagents.agents.services import SessionServices
 from subagents.agents.spec import ChildSpec
 from subagents.agents.synthesis import run_parallel_with_synthesis
+from subagents.agents.teammates import spawn_teammate
 from subagents.ids import new_id
 from subagents.models.base import ToolSchema
 from subagents.tools import descriptions
@@ -129,8 +130,8 @@ class AgentTool(Tool[AgentInput]):
         services, frame = _host(ctx)
         runtime = services.runtime
         self._check_environment(args, frame)
-        if args.team_name:
-            raise ToolError("Teams are not available in this runtime: omit team_name")
+        if args.team_name or (args.name and frame.team is not None and frame.team.is_lead):
+            return await self._teammate(args, services, ctx, frame)
         if frame.is_fork:
             raise ToolError(FORK_IN_FORK_ERROR)
         if args.resume_from:
@@ -171,6 +172,35 @@ class AgentTool(Tool[AgentInput]):
         await self._place(request, args, definition, runtime, ctx)
         spec = definition_spec(runtime, ctx, frame, request)
         return await _launch(services, ctx, frame, spec, info, name=args.name)
+
+    async def _teammate(
+        self, args: AgentInput, services: SessionServices, ctx: ToolContext, frame: AgentFrame
+    ) -> ToolOutput:
+        if services.teams is None or not services.runtime.config.agent_teams:
+            raise ToolError(
+                "Teams are not available in this session (SUBAGENTS_AGENT_TEAMS=1 enables them): "
+                "omit team_name"
+            )
+        if frame.is_fork or frame.depth > 0:
+            raise ToolError("Only a team's lead can spawn teammates; teammates cannot nest")
+        agent_type = args.subagent_type or "general-purpose"
+        _check_spawn(services.runtime, frame, agent_type)
+        return await spawn_teammate(
+            services,
+            ctx,
+            frame,
+            team_name=args.team_name,
+            name=args.name,
+            agent_type=agent_type,
+            prompt=args.prompt,
+            description=args.description,
+            mode=args.mode,
+            agent_tool=self.for_teammate(),
+        )
+
+    def for_teammate(self) -> AgentTool:
+        """This tool as a teammate holds it: without name, team_name and mode."""
+        return type(self)(background_available=self.background_available, teammate=True)
 
     async def _place(
         self,

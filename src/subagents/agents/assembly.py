@@ -50,6 +50,8 @@ def assemble(
         permission_mode=spec.permission_mode,
         definition=spec.definition,
         is_fork=spec.kind == "fork",
+        is_teammate=spec.kind == "teammate",
+        team=spec.team,
         mode_ceiling=parent.permission_mode,
     )
     checker = _checker(parent, spec)

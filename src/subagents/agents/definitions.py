@@ -48,7 +48,9 @@ __all__ = [
     "tool_base_name",
 ]
 
-ALWAYS_BLOCKED_FOR_CHILDREN = frozenset({"TeamCreate", "EnterWorktree", "ExitWorktree"})
+ALWAYS_BLOCKED_FOR_CHILDREN = frozenset(
+    {"TeamCreate", "TeamDelete", "EnterWorktree", "ExitWorktree"}
+)
 """Tools no child gets: worktrees are made by the host, and teams do not nest."""
 
 AGENT_TOOL_NAMES = frozenset({"Agent", "Task"})

@@ -3,8 +3,10 @@
 A running recipient gets the message in its inbox, delivered at its next boundary (between turns,
 never inside a model output); nothing polls. A finished recipient is resumed to receive it: a
 ``resume_from`` run in the background with the message as its prompt, and the recipient's name
-now points to that new run, so the conversation goes on under the same name. ``*`` (the whole
-team) needs teams, which this runtime does not have yet: it is refused.
+now points to that new run, so the conversation goes on under the same name. Inside a team
+(docs/teams.md) ``to`` may also be a member's name, ``team-lead`` or ``*`` (every other
+member), and the message a structured one (``{"type": "shutdown_request"}``); ``*`` outside a
+team is refused.
 
 The message is wrapped as ``<teammate-message from=... summary=...>`` with every runtime tag in
 the sender's text escaped, so a message cannot pose as a notification or a directive. The tool
@@ -25,6 +27,8 @@ from subagents.agents.mcp_scope import attach_child_servers
 from subagents.agents.notifications import escape_runtime_tags
 from subagents.agents.resume import resume_spec, session_store, settle_writes
 from subagents.agents.runtime import AgentRuntime
+from subagents.agents.teams.host import TeamHost
+from subagents.agents.teams.messages import team_send
 from subagents.loop.inbox import InboxItem
 from subagents.store.errors import StoreError
 from subagents.store.protocol import Store
@@ -45,8 +49,20 @@ class AgentMessage:
 
 
 async def send_message(
-    runtime: AgentRuntime, children: Children, ctx: ToolContext, args: AgentMessage
+    runtime: AgentRuntime,
+    children: Children,
+    ctx: ToolContext,
+    args: AgentMessage,
+    *,
+    teams: TeamHost | None = None,
 ) -> ToolOutput:
+    frame = ctx.owner
+    if isinstance(frame, AgentFrame) and frame.team is not None:
+        sent = await team_send(
+            frame.team, ctx, args, host=teams, inbox=children.inboxes.get(ctx.agent.agent_id)
+        )
+        if sent is not None:
+            return sent
     if args.to.strip() == BROADCAST:
         raise ToolError(
             "SendMessage to '*' needs a team, and teams are not available in this runtime: "

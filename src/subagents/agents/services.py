@@ -21,6 +21,7 @@ from subagents.agents.messaging import AgentMessage, send_message
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.shells import BackgroundShellManager
 from subagents.agents.task_service import AgentTasks
+from subagents.agents.teams.host import TeamHost
 from subagents.store.durable import DurableRecords
 from subagents.tools.base import CallInfo, TaskService, ToolContext, ToolError, ToolOutput
 
@@ -33,6 +34,8 @@ class SessionServices:
     children: Children
     task_service: AgentTasks
     shells: BackgroundShellManager | None = None
+    teams: TeamHost | None = None
+    """The lead's side of its team (docs/teams.md); None where teams are not offered."""
 
     @property
     def session_id(self) -> str:
@@ -61,7 +64,7 @@ class SessionServices:
         self, ctx: ToolContext, to: str, message: str, summary: str | None
     ) -> ToolOutput:
         message_ = AgentMessage(to=to, message=message, summary=summary)
-        return await send_message(self.runtime, self.children, ctx, message_)
+        return await send_message(self.runtime, self.children, ctx, message_, teams=self.teams)
 
     async def run_foreground(
         self, job: AgentJob, info: CallInfo, *, name: str | None = None

@@ -25,8 +25,9 @@ field                fresh (a definition)        fork                      resum
 ``workspace``        cwd or its own worktree     the parent's              the kept worktree
 ===================  ==========================  ========================  =======================
 
-Next: a teammate (``kind="teammate"``, issue 22) fills in ``team`` — team and member name —
-and its inbox becomes its team mailbox; agent-scoped resources (MCP servers of the
+A teammate (``kind="teammate"``, docs/teams.md) is a fresh child of its definition whose spec
+also names its ``team`` (team and member name); ``teams.spawn.teammate_job`` gives its job the
+team inbox. Next: agent-scoped resources (MCP servers of the
 definition, issue 17) are opened with the child and closed in its ``finally`` by
 ``child_run.run_child``, as its worktree is settled there now. Neither needs a fourth copy of the
 assembly: see docs/agents.md, "One child, from spec to record".
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from subagents.agents.memory import AgentMemory
 from subagents.agents.schema import AgentDefinition
+from subagents.agents.teams.membership import TeamMembership
 from subagents.messages import ContentBlock, Message
 from subagents.models.base import Model, ToolSchema
 from subagents.permissions.modes import PermissionMode
@@ -51,7 +53,7 @@ from subagents.worktrees.git import Worktree
 if TYPE_CHECKING:
     from subagents.mcp.servers import McpScope
 
-ChildKind = Literal["fresh", "fork", "resume"]
+ChildKind = Literal["fresh", "fork", "resume", "teammate"]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -116,6 +118,8 @@ class ChildSpec:
     mcp: McpScope | None = None
     """The definition's own MCP servers, started for this child (``agents.mcp_scope``); the
     job owns them and ``child_run.run_child`` closes them."""
+    team: TeamMembership | None = None
+    """A teammate's team and member name (``kind="teammate"``)."""
 
     def tool_names(self) -> list[str]:
         return [tool.name for tool in self.tools]

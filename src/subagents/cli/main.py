@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from subagents.cli.flags import add_headless_arguments, bind_values
 from subagents.cli.mcp_cmd import add_mcp_arguments
 
-SUBCOMMAND_MODULES = ("agents_cmd", "tasks_cmd", "model_cmd", "worktrees_cmd", "mcp_cmd")
+SUBCOMMAND_MODULES = (
+    "agents_cmd",
+    "tasks_cmd",
+    "model_cmd",
+    "worktrees_cmd",
+    "mcp_cmd",
+    "teams_cmd",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="subagents",
         description="Run a coordinating agent that delegates to sub-agents. Subcommands: "
-        "agents, tasks, transcript, model, worktrees, mcp (subagents COMMAND --help).",
+        "agents, tasks, transcript, model, worktrees, mcp, teams (subagents COMMAND --help).",
         allow_abbrev=False,
     )
     add_headless_arguments(parser)
@@ -107,7 +114,16 @@ def _is_command(items: list[str]) -> bool:
         rest = rest[2:]
     elif rest and rest[0].startswith("--cwd="):
         rest = rest[1:]
-    return bool(rest) and rest[0] in {"agents", "tasks", "transcript", "model", "worktrees", "mcp"}
+    return bool(rest) and rest[0] in {
+        "agents",
+        "tasks",
+        "transcript",
+        "model",
+        "worktrees",
+        "mcp",
+        "teams",
+        "teammate-worker",
+    }
 
 
 def _raise_descriptor_limit(ceiling: int = 65_536) -> None:

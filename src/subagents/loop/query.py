@@ -105,6 +105,9 @@ class LoopSpec:
     task_text: str = ""
     """The agent's task as given (a child's prompt, a fork's directive): kept verbatim through
     compaction."""
+    team_name: str | None = None
+    member_name: str | None = None
+    """A teammate's team and name: sent in every request's metadata (docs/teams.md)."""
 
 
 @dataclass(kw_only=True)
@@ -168,6 +171,8 @@ class _Loop:
             agent_id=self.ctx.agent.agent_id,
             agent_type=self.ctx.agent.agent_type,
             prompt=spec.prompt,
+            team_name=spec.team_name,
+            name=spec.member_name,
         )
 
     async def run(self) -> LoopOutcome:

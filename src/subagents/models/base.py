@@ -51,6 +51,10 @@ class RequestMetadata:
     compaction: int = 0
     """For a summary request (``agent_type`` "compact"): the compacted agent's n-th compaction,
     from 1; 0 for every other request. The scripted model binds each compaction on its own."""
+    team_name: str | None = None
+    """The team of a teammate (docs/teams.md); None for every other agent."""
+    name: str | None = None
+    """A teammate's member name in its team."""
 
 
 @dataclass(kw_only=True, slots=True)

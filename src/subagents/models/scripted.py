@@ -624,6 +624,9 @@ class ScriptedModel:
         }
         if meta.compaction:
             entry["compaction"] = meta.compaction
+        if meta.team_name is not None:
+            entry["team_name"] = meta.team_name
+            entry["name"] = meta.name
         if error is not None:
             entry["error"] = error
         if self.record_path is not None:
@@ -639,8 +642,11 @@ class ScriptedModel:
         assert path is not None
         path.parent.mkdir(parents=True, exist_ok=True)
         # backslashreplace: a lone surrogate becomes the JSON escape for the same character.
-        with path.open("a", encoding="utf-8", errors="backslashreplace") as file:
-            file.write(line + "\n")
+        # One write under flock: teammate processes append to the same file (docs/teams.md),
+        # and their lines must never interleave.
+        from subagents.store.atomic import append_locked  # only when recording: start-up stays lean
+
+        append_locked(path, (line + "\n").encode("utf-8", errors="backslashreplace"), 0o644)
 
     # checks for tests
 

@@ -368,3 +368,17 @@ def read_private(path: Path) -> tuple[bytes, os.stat_result] | None:
         return b"".join(chunks), info
     finally:
         os.close(fd)
+
+
+def append_locked(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Append ``data`` under an exclusive ``flock`` on the file itself: writers in other
+    processes (teammates appending to one mailbox or record file) never interleave."""
+    import fcntl
+
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, mode)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _write_all(fd, data)
+    finally:
+        os.close(fd)

@@ -240,3 +240,44 @@ or answer with it.
 def summary(description: str) -> str:
     """The first paragraph: what a small-context provider sends instead of the whole text."""
     return description.split("\n\n", 1)[0].strip()
+
+
+TEAM_CREATE = """\
+Create a team that you lead, with a shared task list, to coordinate teammates working in \
+parallel on a larger job.
+
+Then: create tasks (TaskCreate), spawn teammates with the Agent tool (team_name and a name \
+for each), assign tasks (TaskUpdate with owner) or let teammates claim them, talk with \
+SendMessage. Teammates go idle after every turn — that is normal, not an error: an idle \
+teammate wakes up when you message it. When the work is done, send each teammate \
+{"type": "shutdown_request"} and call TeamDelete once they have shut down. You can lead one \
+team at a time. Read-only agent types (Explore, Plan) cannot edit files: give them research \
+or planning tasks only."""
+
+TEAM_DELETE = """\
+Delete your team: its config, mailboxes and task list. Refused while a teammate is still \
+active: ask each one to shut down first (SendMessage with {"type": "shutdown_request"})."""
+
+TASK_CREATE = """\
+Add a task to your team's shared task list; it starts pending with no owner.
+
+subject is a short imperative title, description says what done means, activeForm is the \
+present-continuous form shown while it runs ("Running tests"). Set dependencies and owners \
+with TaskUpdate."""
+
+TASK_UPDATE = """\
+Change a task of the team's task list.
+
+- Claim a task: status "in_progress" (you become its owner if it has none). A task owned by \
+someone else, or blocked by an unfinished task, cannot be claimed.
+- Finish it: status "completed" — tasks it blocked become claimable. "deleted" removes it.
+- owner assigns it to a teammate by name; addBlocks / addBlockedBy add dependencies.
+Mark a task completed only when it is really done; then check TaskList for the next one."""
+
+TASK_LIST = """\
+List the team's tasks: id, subject, status, owner and what blocks each. Prefer claiming \
+pending tasks with no owner and no open blockers, lowest id first."""
+
+TASK_GET = """\
+Read one task of the team's task list in full: description, status, owner, blocks, \
+blockedBy."""

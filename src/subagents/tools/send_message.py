@@ -6,14 +6,19 @@ this module is the tool's input and description.
 A running recipient gets the message in its inbox, delivered at its next boundary (between turns,
 never inside a model output); nothing polls. A finished recipient is resumed to receive it: a
 ``resume_from`` run in the background with the message as its prompt, and the recipient's name
-now points to that new run, so the conversation goes on under the same name. ``*`` (the whole
-team) needs teams, which this runtime does not have yet: it is refused.
+now points to that new run, so the conversation goes on under the same name. Inside a team
+(docs/teams.md) ``to`` may also be a member's name, ``team-lead`` or ``*`` (every other
+member), and the message a structured one (``{"type": "shutdown_request"}``); ``*`` outside a
+team is refused.
 
 The message is wrapped as ``<teammate-message from=... summary=...>`` with every runtime tag in
 the sender's text escaped, so a message cannot pose as a notification or a directive.
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 from pydantic import Field
 
@@ -23,7 +28,12 @@ from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInp
 
 class SendMessageInput(ToolInput):
     to: str = Field(min_length=1, description="Recipient: an agent name or an agent id")
-    message: str = Field(min_length=1, description="The message text")
+    message: str | dict[str, Any] = Field(
+        description=(
+            'The message text, or a structured message such as {"type": "shutdown_request"} '
+            "(in a team)"
+        )
+    )
     summary: str | None = Field(default=None, description="A 5-10 word preview of the message")
 
 
@@ -39,4 +49,9 @@ class SendMessageTool(Tool[SendMessageInput]):
     async def call(self, args: SendMessageInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         if ctx.services is None:
             raise ToolError("SendMessage needs a session runtime; run it inside a Session")
-        return await ctx.services.send_message(ctx, args.to, args.message, args.summary)
+        message = args.message
+        if isinstance(message, dict):
+            message = json.dumps(message, ensure_ascii=False)
+        if not message.strip():
+            raise ToolError("message must not be empty")
+        return await ctx.services.send_message(ctx, args.to, message, args.summary)
