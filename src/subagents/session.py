@@ -64,7 +64,7 @@ from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome
 from subagents.messages import Message, Usage, user_message
 from subagents.models.base import Model
-from subagents.models.pricing import cost_usd
+from subagents.models.pricing import cost_usd, price_for
 from subagents.models.retry import ModelCaller, RetryPolicy
 from subagents.observe import Observation, RunObserver
 from subagents.permissions.checker import AskCallback, PermissionChecker
@@ -102,6 +102,7 @@ SUBTYPES = {
     "max_turns": "error_max_turns",
     "max_tokens": "error_max_budget",
     "max_wall_time": "error_max_budget",
+    "max_budget_usd": "error_max_budget_usd",
     "aborted": "error_during_execution",
     "model_error": "error_during_execution",
 }
@@ -223,6 +224,7 @@ class Session:
     def __init__(self, options: SessionOptions) -> None:
         self.options = options
         self.config = options.config or RuntimeConfig.from_env()
+        price_for("")  # a malformed SUBAGENTS_PRICES fails here, naming it, not mid-run
         self.cwd = canonical_project(options.cwd)
         self.state = ProjectState.for_cwd(self.cwd, options.home)
         if options.system_prompt is not None and options.system_prompt_file is not None:
@@ -1021,6 +1023,7 @@ def _reason_text(reason: str) -> str:
         "max_turns": "Reached the maximum number of turns",
         "max_tokens": "Reached the token budget",
         "max_wall_time": "Reached the wall-time budget",
+        "max_budget_usd": "Reached the cost budget (USD)",
         "aborted": "The run was aborted",
         "model_error": "The model call failed",
     }.get(reason, reason)

@@ -21,6 +21,7 @@ a string.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,9 @@ KNOWN_FIELDS: Final = frozenset(
         "model",
         "permissionMode",
         "maxTurns",
+        "maxTokens",
+        "maxWallTimeMs",
+        "maxBudgetUsd",
         "background",
         "isolation",
         "color",
@@ -250,6 +254,26 @@ def _max_turns(value: Any, warn: Callable[[str], None]) -> int | None:
     return turns
 
 
+def _positive_limit(unit: str) -> Callable[[Any, Callable[[str], None]], int | None]:
+    """``maxTokens``, ``maxWallTimeMs`` (ours, docs/compaction.md §8), read like ``maxTurns``."""
+
+    def read(value: Any, warn: Callable[[str], None]) -> int | None:
+        limit = positive_int(value)
+        if limit is None and value is not None:
+            warn(f"{value!r} is not a positive whole number of {unit}; ignored (no limit)")
+        return limit
+
+    return read
+
+
+def _max_budget_usd(value: Any, warn: Callable[[str], None]) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf:
+        return float(value)
+    if value is not None:
+        warn(f"{value!r} is not a positive number of US dollars; ignored (no cost limit)")
+    return None
+
+
 def _background(value: Any, warn: Callable[[str], None]) -> bool | None:
     if value not in (True, False, "true", "false", None):
         warn(f"{value!r} is not true or false; ignored (runs in the foreground)")
@@ -307,6 +331,9 @@ _READERS: Final[dict[str, Callable[[Any, Callable[[str], None]], Any]]] = {
     "model": _model,
     "permissionMode": _permission_mode,
     "maxTurns": _max_turns,
+    "maxTokens": _positive_limit("tokens"),
+    "maxWallTimeMs": _positive_limit("milliseconds"),
+    "maxBudgetUsd": _max_budget_usd,
     "background": _background,
     "isolation": _choice(("worktree",), "runs without isolation"),
     "color": _choice(AGENT_COLORS, "default colour"),
@@ -321,6 +348,9 @@ _ATTRIBUTES: Final = {
     "disallowedTools": "disallowed_tools",
     "permissionMode": "permission_mode",
     "maxTurns": "max_turns",
+    "maxTokens": "max_tokens",
+    "maxWallTimeMs": "max_wall_ms",
+    "maxBudgetUsd": "max_cost_usd",
     "mcpServers": "mcp_servers",
     "requiredMcpServers": "required_mcp_servers",
 }

@@ -94,6 +94,9 @@ class AgentRun:
             "totalToolUseCount": self.stats.tool_use_count,
             "totalTokens": self.stats.usage.total,
             "totalDurationMs": self.duration_ms,
+            "usage": self.stats.usage.to_dict(),
+            "costUsd": round(self.stats.cost_usd, 6),
+            "reason": self.reason,
         }
 
 

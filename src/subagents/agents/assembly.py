@@ -25,7 +25,6 @@ from subagents.agents.spec import ChildSpec, Workspace
 from subagents.events import AgentRef, SystemEvent
 from subagents.hooks.engine import HookEngine
 from subagents.ids import new_id
-from subagents.loop.query import Budget
 from subagents.permissions.checker import PermissionChecker
 from subagents.permissions.context import derive_child
 from subagents.tools.base import CanUseTool, PermissionResult, Tool, ToolContext
@@ -84,7 +83,7 @@ def assemble(
         parent_tool_names=tuple(parent.tool_names()),
         caller=runtime.caller(spec.model),
         ctx=ctx,
-        budget=Budget(max_turns=spec.max_turns),
+        budget=spec.budget,
         transcript=transcript,
         tool_concurrency=runtime.config.tool_concurrency,
         worktree=workspace.worktree,

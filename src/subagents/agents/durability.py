@@ -104,6 +104,9 @@ def build_record(
             tools=tuple(tool.name for tool in job.tools),
             system_prompt=job.system,
             max_turns=job.budget.max_turns,
+            max_tokens=job.budget.max_tokens,
+            max_wall_ms=job.budget.max_wall_ms,
+            max_cost_usd=job.budget.max_cost_usd,
             isolation=definition.isolation if definition is not None else None,
             definition_source=definition.source if definition is not None else "runtime",
             definition_path=definition.path if definition is not None else None,
@@ -134,4 +137,5 @@ def run_stats(run: AgentRun) -> RunStats:
         total_tokens=usage.total,
         usage=TokenUsage(**usage.to_dict()),  # the same four counters, frozen
         total_duration_ms=run.duration_ms,
+        cost_usd=run.stats.cost_usd,
     )

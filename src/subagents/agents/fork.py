@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from subagents.agents.agent_run import AgentFrame
 from subagents.agents.spec import ChildSpec
+from subagents.loop.query import Budget
 from subagents.messages import ContentBlock, Message, text_block, tool_result_block, tool_uses
 from subagents.tools.base import ToolError
 
@@ -94,7 +95,7 @@ def fork_spec(
         tool_schemas=parent.tool_schemas,
         messages=fork_messages(parent.messages, prompt),
         thinking=parent.thinking,
-        max_turns=FORK_MAX_TURNS,
+        budget=Budget(max_turns=FORK_MAX_TURNS),
         permission_mode=parent.permission_mode,
         inherit_permissions=True,
         background=background,

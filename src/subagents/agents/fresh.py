@@ -28,6 +28,7 @@ from subagents.agents.reminders import reminders_for
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition
 from subagents.agents.spec import ChildSpec, Workspace
+from subagents.loop.query import budget_of
 from subagents.messages import user_message
 from subagents.models.base import Model
 from subagents.permissions.modes import parse_mode
@@ -84,7 +85,7 @@ def definition_spec(
         messages=[first],
         reminders=reminders.next_blocks if reminders else None,
         restate=reminders.restated_blocks if reminders else None,
-        max_turns=definition.max_turns,
+        budget=budget_of(definition),
         definition=definition,
         permission_mode=definition.permission_mode or parent.permission_mode,
         requested_mode=parse_mode(request.mode) if request.mode else None,

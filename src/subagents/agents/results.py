@@ -32,6 +32,7 @@ def completed_payload(run: AgentRun) -> dict[str, Any]:
         "agentId": run.agent_id,
         "agentType": run.agent_type,
         "model": run.model,
+        "costUsd": round(run.stats.cost_usd, 6),
     }
     payload.update(run.worktree_fields)
     if run.agent_type == VERIFICATION_AGENT_TYPE:

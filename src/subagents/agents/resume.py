@@ -32,6 +32,7 @@ from subagents.agents.schema import AgentDefinition, DefinitionSource, normalize
 from subagents.agents.spec import ChildSpec, Workspace
 from subagents.events import AgentRef, SystemEvent
 from subagents.ids import new_id
+from subagents.loop.query import budget_of
 from subagents.messages import ContentBlock, Message, text_block, tool_result_block, tool_uses
 from subagents.models.base import Model
 from subagents.models.resolve import resolve_alias
@@ -105,7 +106,7 @@ def resume_spec(
         tools=tools,
         messages=resume_messages(source.history, prompt),
         thinking=snapshot.thinking,
-        max_turns=snapshot.max_turns,
+        budget=budget_of(snapshot),
         definition=definition,
         permission_mode=snapshot.permission_mode,
         background=background,
@@ -280,6 +281,9 @@ def snapshot_definition(record: SidecarRecord, tool_names: list[str]) -> AgentDe
         model=snapshot.model or None,
         permission_mode=_mode(snapshot.permission_mode),
         max_turns=snapshot.max_turns,
+        max_tokens=snapshot.max_tokens,
+        max_wall_ms=snapshot.max_wall_ms,
+        max_cost_usd=snapshot.max_cost_usd,
         isolation="worktree" if snapshot.isolation == "worktree" else None,
         system_prompt=snapshot.system_prompt,
         source=source,

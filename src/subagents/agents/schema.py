@@ -71,6 +71,12 @@ class AgentDefinition:
     """The child's permission mode; ``None`` takes the parent's."""
     max_turns: int | None = None
     """Model calls allowed before the child ends with ``max_turns``."""
+    max_tokens: int | None = None
+    """Tokens (all four usage counters) allowed before the child ends with ``max_tokens``."""
+    max_wall_ms: int | None = None
+    """Wall time allowed before the child ends with ``max_wall_time``."""
+    max_cost_usd: float | None = None
+    """US dollars (``models.pricing``) allowed before the child ends with ``max_budget_usd``."""
     background: bool = False
     """Always run this agent in the background."""
     isolation: Literal["worktree"] | None = None
@@ -161,6 +167,9 @@ class CliAgentSpec(BaseModel):
     model: str | None = None
     permissionMode: PermissionMode | None = None
     maxTurns: int | None = Field(default=None, gt=0)
+    maxTokens: int | None = Field(default=None, gt=0)
+    maxWallTimeMs: int | None = Field(default=None, gt=0)
+    maxBudgetUsd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     background: bool = False
     isolation: Literal["worktree"] | None = None
     color: str | None = None
@@ -184,11 +193,11 @@ class CliAgentSpec(BaseModel):
         entries = _tool_entries(value)
         return ("*",) if entries is None else entries
 
-    @field_validator("maxTurns", mode="before")
+    @field_validator("maxTurns", "maxTokens", "maxWallTimeMs", "maxBudgetUsd", mode="before")
     @classmethod
-    def _turns(cls, value: Any) -> Any:
+    def _limit(cls, value: Any) -> Any:
         if isinstance(value, bool):  # pydantic only reports ValueError as a field error
-            raise ValueError("must be a positive whole number, not true/false")  # noqa: TRY004
+            raise ValueError("must be a positive number, not true/false")  # noqa: TRY004
         return value
 
     @field_validator("mcpServers", mode="before")
@@ -273,6 +282,9 @@ def _cli_agent(key: str, spec: Any) -> AgentDefinition | DefinitionError:
         model=(fields.model or "").strip() or None,
         permission_mode=fields.permissionMode,
         max_turns=fields.maxTurns,
+        max_tokens=fields.maxTokens,
+        max_wall_ms=fields.maxWallTimeMs,
+        max_cost_usd=fields.maxBudgetUsd,
         background=fields.background,
         isolation=fields.isolation,
         color=fields.color,

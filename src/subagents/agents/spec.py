@@ -18,7 +18,7 @@ field                fresh (a definition)        fork                      resum
                                                  objects and schemas)      this session's tools
 ``messages``         the prompt                  parent history + marker   source history + prompt
 ``thinking``         none                        the parent's              the snapshot's
-``max_turns``        the definition's            ``FORK_MAX_TURNS``        the snapshot's
+``budget``           the definition's            ``FORK_MAX_TURNS``        the snapshot's
 ``definition``       the definition              none                      rebuilt from the record
 ``permissions``      derived (mode capped)       the parent's context      derived from the record
 ``lineage``          a new one                   a new one                 the source's, depth + 1
@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from subagents.agents.memory import AgentMemory
 from subagents.agents.schema import AgentDefinition
 from subagents.agents.teams.membership import TeamMembership
+from subagents.loop.query import Budget
 from subagents.messages import ContentBlock, Message
 from subagents.models.base import Model, ToolSchema
 from subagents.permissions.modes import PermissionMode
@@ -82,7 +83,8 @@ class ChildSpec:
     tool_schemas: list[ToolSchema] | None = None
     """The exact schema objects to send (a fork's are its parent's); None: the tools' own."""
     thinking: dict[str, Any] | None = None
-    max_turns: int | None = None
+    budget: Budget = field(default_factory=Budget)
+    """Turns, tokens, wall time and cost; each ends the child with its own reason."""
     definition: AgentDefinition | None = None
     """What the child's record freezes (isolation, source) and the source of its read-only
     guard; None for a fork."""

@@ -7,6 +7,7 @@ budgets; it returns a ``LoopOutcome`` whose ``reason`` names why it ended:
 * ``max_turns``      the model-call budget is spent;
 * ``max_tokens``     the token budget (all four usage counters) is spent;
 * ``max_wall_time``  the wall-clock budget ran out (the run is aborted at that moment);
+* ``max_budget_usd`` the cost budget (``models.pricing``) is spent;
 * ``aborted``        the context's abort signal fired; pending tool calls got cancelled results;
 * ``model_error``    the model failed beyond what retries and the fallback could absorb.
 
@@ -28,7 +29,7 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 from subagents.events import AssistantEvent, SystemEvent, ToolResultsEvent, discard
 from subagents.loop.compaction import CompactionPolicy, Compactor
@@ -52,6 +53,7 @@ from subagents.messages import (
     user_message,
 )
 from subagents.models.base import ModelError, ModelRequest, RequestMetadata
+from subagents.models.pricing import FREE, price_for
 from subagents.models.retry import ModelCaller
 from subagents.tools.base import Tool, ToolContext
 
@@ -61,7 +63,13 @@ _NEVER = 1 << 62
 """``compact_at`` when automatic compaction is off: no count reaches it."""
 
 TerminalReason: TypeAlias = Literal[
-    "completed", "max_turns", "max_tokens", "max_wall_time", "aborted", "model_error"
+    "completed",
+    "max_turns",
+    "max_tokens",
+    "max_wall_time",
+    "max_budget_usd",
+    "aborted",
+    "model_error",
 ]
 
 
@@ -71,7 +79,32 @@ class Budget:
 
     max_turns: int | None = None
     max_tokens: int | None = None
+    """All four usage counters over the agent's calls (summary calls included)."""
     max_wall_ms: int | None = None
+    max_cost_usd: float | None = None
+    """US dollars over the agent's calls, priced by ``models.pricing``."""
+
+
+class Limits(Protocol):
+    """Anything that names the four limits (a definition, a record's config snapshot)."""
+
+    @property
+    def max_turns(self) -> int | None: ...
+    @property
+    def max_tokens(self) -> int | None: ...
+    @property
+    def max_wall_ms(self) -> int | None: ...
+    @property
+    def max_cost_usd(self) -> float | None: ...
+
+
+def budget_of(limits: Limits) -> Budget:
+    return Budget(
+        max_turns=limits.max_turns,
+        max_tokens=limits.max_tokens,
+        max_wall_ms=limits.max_wall_ms,
+        max_cost_usd=limits.max_cost_usd,
+    )
 
 
 @dataclass(kw_only=True)
@@ -125,6 +158,8 @@ class LoopStats:
     """Summary compactions so far (the ordinal of the next summary request is this + 1)."""
     api_ms: int = 0
     """Wall time spent waiting for model calls (``duration_api_ms``)."""
+    cost_usd: float = 0.0
+    """US dollars of every call of this agent (``models.pricing``; unknown models are free)."""
     activities: list[str] = field(default_factory=list)
     call_outputs: list[CallResult] = field(default_factory=list)
 
@@ -163,6 +198,8 @@ class _Loop:
         self.compact_at = policy.trigger_tokens if policy is not None and policy.auto else _NEVER
         """The running count at which the next automatic compaction starts."""
         self._compactor: Compactor | None = None
+        self._priced_model = ""
+        self._price = FREE
         self._check_floor = False
         if self.compact_at != _NEVER and not self.stats.context_tokens:
             self.stats.context_tokens = history_tokens(spec.system, spec.messages)
@@ -189,8 +226,7 @@ class _Loop:
             if not ctx.abort.aborted or task is None:
                 raise
             task.uncancel()
-            reason = self._aborted_reason()
-            error = ctx.abort.reason
+            reason, error = self._abort_end()
         finally:
             if wall_timer is not None:
                 wall_timer.cancel()
@@ -208,10 +244,10 @@ class _Loop:
         spec = self.spec
         while True:
             if self.ctx.abort.aborted:
-                return self._aborted_reason(), self.ctx.abort.reason
+                return self._abort_end()
             spent = self._spent_budget()
             if spent is not None:
-                return spent, None
+                return spent, self._budget_error(spent)
             if self.spec.messages and self.spec.messages[-1]["role"] == "assistant":
                 self._deliver_inbox()
             if self.stats.context_tokens >= self.compact_at and len(self.spec.messages) > 1:
@@ -226,7 +262,7 @@ class _Loop:
                 # Aborted from inside this task (a hook, the denial breaker): no tool runs.
                 self.turn = TurnResults(calls=calls)
                 self._settle_interrupted_turn()
-                return self._aborted_reason(), self.ctx.abort.reason
+                return self._abort_end()
             if not calls:
                 if await self._continue_after_answer(message):
                     continue
@@ -252,8 +288,22 @@ class _Loop:
         # checker narrowing ``self.ctx.abort.aborted`` would not see.
         return self.ctx.abort.aborted
 
-    def _aborted_reason(self) -> TerminalReason:
-        return "max_wall_time" if self.ctx.abort.reason == "max_wall_time" else "aborted"
+    def _abort_end(self) -> tuple[TerminalReason, str | None]:
+        """An abort ends the loop; the wall-time timer's abort is the wall-time budget."""
+        if self.ctx.abort.reason == "max_wall_time":
+            return "max_wall_time", self._budget_error("max_wall_time")
+        return "aborted", self.ctx.abort.reason
+
+    def _budget_error(self, reason: TerminalReason) -> str:
+        """What ran out, in words the parent and the user read ("max_tokens: used ...")."""
+        budget, stats = self.spec.budget, self.stats
+        spent = {
+            "max_turns": f"reached the limit of {budget.max_turns} model calls",
+            "max_tokens": f"used {stats.usage.total} of {budget.max_tokens} tokens",
+            "max_wall_time": f"ran {self._elapsed_ms()} ms of {budget.max_wall_ms} ms",
+            "max_budget_usd": f"spent ${stats.cost_usd:.6f} of ${budget.max_cost_usd}",
+        }.get(reason, "")
+        return f"{reason}: {spent}"
 
     def _spent_budget(self) -> TerminalReason | None:
         """The budget that is used up, if any (checked before every model call)."""
@@ -264,6 +314,8 @@ class _Loop:
             return "max_tokens"
         if budget.max_wall_ms is not None and self._elapsed_ms() >= budget.max_wall_ms:
             return "max_wall_time"
+        if budget.max_cost_usd is not None and stats.cost_usd >= budget.max_cost_usd:
+            return "max_budget_usd"
         return None
 
     async def _call_model(self) -> tuple[Message, list[ToolUseBlock]]:
@@ -287,6 +339,7 @@ class _Loop:
         usage = done.usage
         stats.num_turns += 1
         stats.usage.add(usage)
+        self._charge(done.model or spec.caller.model.name, usage)
         stats.latest_input_tokens = (
             usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
         )
@@ -383,6 +436,7 @@ class _Loop:
             ordinal = stats.compactions + 1
             result = await compactor.compact("auto", ordinal=ordinal, tokens_before=tokens)
             stats.usage.add(result.usage)
+            self._charge(result.model or self.spec.caller.model.name, result.usage)
             if result.method == "skipped":
                 return  # a PreCompact hook said no: asked again before the next call
             stats.compactions = ordinal
@@ -407,6 +461,14 @@ class _Loop:
             max_output_tokens=spec.max_output_tokens,
         )
         return self._compactor
+
+    def _charge(self, model: str, usage: Usage) -> None:
+        """Add a call's cost to ``stats.cost_usd``; the price is looked up once per model name
+        (a fallback switch changes it), and a free model costs one comparison."""
+        if model != self._priced_model:
+            self._priced_model, self._price = model, price_for(model)
+        if self._price is not FREE:
+            self.stats.cost_usd += self._price.cost(usage)
 
     def _settle_floor(self) -> None:
         """The first call after a compaction measured what compaction left: if that is over the

@@ -187,15 +187,20 @@ class RunStats:
     total_tokens: int = 0
     usage: TokenUsage = field(default_factory=TokenUsage)
     total_duration_ms: int = 0
+    cost_usd: float = 0.0
+    """US dollars of the run's model calls (``models.pricing``); written only when not 0."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "numTurns": self.num_turns,
             "totalToolUseCount": self.total_tool_use_count,
             "totalTokens": self.total_tokens,
             "usage": self.usage.to_dict(),
             "totalDurationMs": self.total_duration_ms,
         }
+        if self.cost_usd:
+            data["costUsd"] = self.cost_usd
+        return data
 
     @classmethod
     def read(cls, r: Reader) -> RunStats:
@@ -205,6 +210,7 @@ class RunStats:
             total_tokens=r.int_("totalTokens", 0),
             usage=TokenUsage.read(r.child("usage")),
             total_duration_ms=r.int_("totalDurationMs", 0),
+            cost_usd=r.float_("costUsd", 0.0),
         )
 
 
@@ -528,6 +534,9 @@ def _plain_stats(value: Any) -> bool:
     if type(value) is not RunStats or type(value.usage) is not TokenUsage:
         return False
     usage = value.usage
+    cost = value.cost_usd
+    if type(cost) is not float or not 0 <= cost < float("inf"):  # NaN fails too
+        return False
     return all(
         map(
             _plain_count,
