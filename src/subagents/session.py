@@ -60,6 +60,7 @@ from subagents.events import (
 )
 from subagents.hooks.config import EMPTY_CONFIG, HookConfig, config_from_settings
 from subagents.hooks.engine import HookEngine
+from subagents.loop.compaction import CompactionResult
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome
 from subagents.messages import Message, Usage, user_message
@@ -71,6 +72,7 @@ from subagents.permissions.checker import AskCallback, PermissionChecker
 from subagents.permissions.context import context_from_settings
 from subagents.permissions.hook_conditions import PermissionRuleConditions
 from subagents.permissions.modes import parse_mode
+from subagents.session_compact import MainAgentParts, compact_saved
 from subagents.session_turns import (
     BUDGET_REASON,
     STRUCTURED_OUTPUT_NOTE,
@@ -962,6 +964,46 @@ class Session:
         self.writer.close()
         if self.options.store is None and isinstance(self.store, Closable):
             self.store.close()  # the session opened it (a database's connections)
+
+    async def compact(
+        self, instructions: str | None = None, on_event: EventSink | None = None
+    ) -> CompactionResult:
+        """Compact the saved session ``options.resume`` (Claude Code's ``/compact``, see
+        ``session_compact``): the next resume of it continues from the summary."""
+        session_id = self.options.resume
+        if not session_id or self._main is not None or self._closed:
+            raise ValueError(
+                "Session.compact works on a saved session this Session has not run: "
+                "SessionOptions(resume=<session id>)"
+            )
+        path = self.state.session_transcript(session_id)
+        if not path.exists():
+            raise ValueError(f"compact {session_id}: no such session in {self.cwd}")
+        self._set_sink(on_event or discard)
+        self.runtime.project_context = await load_project_context(self.cwd)
+        tools = self.main_tools()
+        reminders = reminders_for(self.runtime, None, [tool.name for tool in tools])
+        ctx = ToolContext(
+            cwd=self.cwd,
+            roots=(self.cwd,),
+            abort=self.abort,
+            agent=AgentRef(agent_id=session_id, agent_type="main"),
+            emit=self.emit,
+            services=self.services,
+            can_use_tool=self.permissions,
+            read_guard=self.permissions,
+            hooks=self.runtime.hooks,
+        )
+        parts = MainAgentParts(
+            system=self._system_prompt(),
+            tools=tools,
+            caller=self._caller(),
+            policy=self.runtime.compaction_policy(self.model),
+            ctx=ctx,
+            restate=reminders.restated_blocks if reminders else None,
+        )
+        records = self.store.list_agents(self.cwd, session_id=session_id)
+        return await compact_saved(path, parts, records=records, instructions=instructions)
 
     def _caller(self) -> ModelCaller:
         return self.runtime.caller(self.model)

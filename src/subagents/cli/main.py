@@ -2,8 +2,8 @@
 
 ``subagents [-p] PROMPT …`` runs one session headless (``cli/headless.py``; the prompt may come
 from stdin, or a stream of messages with ``--input-format stream-json``); subcommands
-(``agents``, ``tasks``, ``transcript``, ``model``, ``worktrees``, ``mcp``) each live in their own
-module with a ``register`` function, and are recognised by the first argument.
+(``agents``, ``tasks``, ``transcript``, ``model``, ``worktrees``, ``mcp``, ``compact``) each live
+in their own module with a ``register`` function, and are recognised by the first argument.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES = (
     "worktrees_cmd",
     "mcp_cmd",
     "teams_cmd",
+    "compact_cmd",
 )
 
 
@@ -123,6 +124,7 @@ def _is_command(items: list[str]) -> bool:
         "mcp",
         "teams",
         "teammate-worker",
+        "compact",
     }
 
 

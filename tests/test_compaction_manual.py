@@ -1,0 +1,104 @@
+"""Manual compaction of a saved session: ``subagents compact`` and ``Session.compact``
+(issue 18 item 1), through the CLI on the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from cli_helpers import recorded, run_cli, run_script, tool_call, write_script
+from subagents import Session, SessionOptions
+from subagents.events import CompactionEvent, Event
+from test_compaction import (
+    ENV,
+    SUMMARY,
+    THRESHOLD,
+    big_file,
+    compact_entry,
+    request_tokens,
+    text_of,
+)
+
+
+def saved_session(tmp_path: Path) -> str:
+    """A finished session whose history holds a large read (no automatic compaction)."""
+    big = big_file(tmp_path)
+    main = {
+        "agent_type": "main",
+        "turns": [{"tool_calls": [tool_call("Read", file_path=str(big))]}, {"text": "first"}],
+    }
+    run = run_script(write_script(tmp_path, [main]), tmp_path)
+    assert run.code == 0, run.stderr
+    session_id: str = run.json()["session_id"]
+    return session_id
+
+
+def test_compact_then_resume_continues_from_the_summary(tmp_path: Path) -> None:
+    session_id = saved_session(tmp_path)
+    script = write_script(tmp_path, [compact_entry()], name="compact.json")
+    compacted = run_cli(
+        "compact",
+        session_id,
+        "--model",
+        f"scripted:{script}",
+        "--instructions",
+        "keep the line numbers",
+        "--output-format",
+        "json",
+        cwd=tmp_path,
+        env=ENV,
+    )
+    assert compacted.code == 0, compacted.stderr
+    result = compacted.json()
+    assert (result["session_id"], result["trigger"], result["method"]) == (
+        session_id,
+        "manual",
+        "summary",
+    )
+    assert result["summary"] == SUMMARY
+    assert result["tokens_after"] < result["tokens_before"]
+    summary_request = recorded(tmp_path)[-1]
+    assert (summary_request["agent_type"], summary_request["agent_id"]) == ("compact", session_id)
+    assert "line 0399" in text_of(summary_request)
+    assert "keep the line numbers" in text_of(summary_request)
+
+    again = write_script(
+        tmp_path, [{"agent_type": "main", "turns": [{"text": "second"}]}], name="again.json"
+    )
+    resumed = run_script(again, tmp_path, "--resume", session_id, prompt="and now?", env=ENV)
+    assert resumed.code == 0, resumed.stderr
+    request = recorded(tmp_path)[-1]
+    assert SUMMARY in text_of(request) and "and now?" in text_of(request)
+    assert "line 0399" not in text_of(request)
+    assert request_tokens(request) < THRESHOLD < request_tokens(summary_request)
+    assert recorded(tmp_path)[-2] == summary_request  # the resumed run needed no compaction
+
+
+def test_session_compact_emits_the_event_and_needs_a_saved_session(tmp_path: Path) -> None:
+    session_id = saved_session(tmp_path)
+    script = write_script(tmp_path, [compact_entry()], name="compact.json")
+    events: list[Event] = []
+    session = Session(SessionOptions(model=f"scripted:{script}", cwd=tmp_path, resume=session_id))
+    result = asyncio.run(session.compact(on_event=events.append))
+    assert result.method == "summary"
+    (event,) = [e for e in events if isinstance(e, CompactionEvent)]
+    assert event.to_dict()["trigger"] == "manual"
+    assert event.to_dict()["agent_id"] == session_id
+    fresh = Session(SessionOptions(model=f"scripted:{script}", cwd=tmp_path))
+    try:
+        asyncio.run(fresh.compact())
+    except ValueError as error:
+        assert "saved session" in str(error)
+    else:
+        raise AssertionError("a session without resume= has nothing to compact")
+
+
+def test_compact_refuses_what_it_cannot_find_in_one_line(tmp_path: Path) -> None:
+    model = f"scripted:{write_script(tmp_path, [compact_entry()])}"
+    nothing = run_cli("compact", "--model", model, cwd=tmp_path)
+    assert nothing.code == 2 and "no earlier session" in nothing.stderr
+    unknown = run_cli("compact", "nope", "--model", model, cwd=tmp_path)
+    assert unknown.code == 2 and "no such session" in unknown.stderr
+    assert unknown.stderr.count("\n") == 1
+    assert json.loads(run_cli("tasks", "list", "--json", cwd=tmp_path).stdout) == []
