@@ -141,6 +141,14 @@ def test_a_definition_file_sets_budgets_and_a_resume_keeps_them(tmp_path: Path) 
     # 0.015 < 0.02 <= 0.03: two calls each, the resumed run with its budget afresh
     assert (first["reason"], resumed["reason"]) == ("max_budget_usd", "max_budget_usd")
     assert first["costUsd"] == resumed["costUsd"] == pytest.approx(0.03)
+    # a definition file is read as Claude Code reads one: a bad limit is a warning, not an error
+    (agents_dir / "odd.md").write_text(
+        "---\nname: odd\ndescription: d\nmaxBudgetUsd: lots\nmaxTokens: -5\n---\nbody\n"
+    )
+    checked = run_cli("agents", "validate", cwd=tmp_path)
+    assert checked.code == 0, checked.stderr
+    assert "maxBudgetUsd: 'lots' is not a positive number of US dollars" in checked.stderr
+    assert "maxTokens: -5 is not a positive whole number of tokens" in checked.stderr
     shown = json.loads(run_cli("agents", "show", "spender", "--json", cwd=tmp_path).stdout)
     assert (shown["maxBudgetUsd"], shown["maxTokens"], shown["maxWallTimeMs"]) == (
         0.02,

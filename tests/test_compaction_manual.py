@@ -102,3 +102,36 @@ def test_compact_refuses_what_it_cannot_find_in_one_line(tmp_path: Path) -> None
     assert unknown.code == 2 and "no such session" in unknown.stderr
     assert unknown.stderr.count("\n") == 1
     assert json.loads(run_cli("tasks", "list", "--json", cwd=tmp_path).stdout) == []
+
+
+def test_pre_and_post_compact_hooks_see_the_trigger_and_a_block_skips(tmp_path: Path) -> None:
+    """PreCompact (matcher: the trigger) gets the instructions and exit 2 skips the compaction;
+    PostCompact gets the summary."""
+    session_id = saved_session(tmp_path)
+    log = tmp_path / "hooks.log"
+    gate = tmp_path / "block"
+    gate.write_text("")
+
+    def hook(extra: str = "") -> dict[str, object]:
+        command = f"cat >> {log}; echo >> {log}{extra}"
+        return {"matcher": "manual", "hooks": [{"type": "command", "command": command}]}
+
+    block = f"; if [ -e {gate} ]; then echo 'not now' >&2; exit 2; fi"
+    settings = {"hooks": {"PreCompact": [hook(block)], "PostCompact": [hook()]}}
+    folder = tmp_path / ".claude"
+    folder.mkdir(exist_ok=True)
+    (folder / "settings.json").write_text(json.dumps(settings))
+    script = write_script(tmp_path, [compact_entry()], name="compact.json")
+    args = ["compact", session_id, "--model", f"scripted:{script}", "--output-format", "json"]
+    blocked = run_cli(*args, "--instructions", "focus", cwd=tmp_path, env=ENV)
+    assert blocked.code == 1 and "not now" in blocked.stderr
+    assert blocked.json()["method"] == "skipped"
+    assert [r["agent_type"] for r in recorded(tmp_path)].count("compact") == 0
+    gate.unlink()
+    done = run_cli(*args, cwd=tmp_path, env=ENV)
+    assert done.code == 0, done.stderr
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    names = [(e["hook_event_name"], e["trigger"]) for e in events]
+    assert names == [("PreCompact", "manual"), ("PreCompact", "manual"), ("PostCompact", "manual")]
+    assert events[0]["custom_instructions"] == "focus"
+    assert events[2]["compact_summary"] == SUMMARY

@@ -14,7 +14,7 @@ we would run but cannot read refuses to start**, because running without a secur
 user configured would be worse than not running at all.
 
 * warnings (the rest still loads): an event we do not fire (``Notification``,
-  ``PreCompact``, a typo), *whatever its value*; handler types other than
+  ``Setup``, a typo), *whatever its value*; handler types other than
   ``command`` (``prompt``, ``agent``, ``http``, ``mcp_tool``, unknown ones); fields we do not use
   (``async``, ``statusMessage``, ``once``, ``shell``); a bad ``timeout`` (the default is used);
   an ``if`` that is not a permission rule (the hook then runs for every call, as in Claude
@@ -59,6 +59,8 @@ HOOK_EVENTS: Final = (
     "UserPromptSubmit",
     "WorktreeCreate",
     "WorktreeRemove",
+    "PreCompact",
+    "PostCompact",
 )
 """The events this runtime fires, with Claude Code's names."""
 
@@ -68,8 +70,6 @@ DEFAULT_TIMEOUT_S: Final = 600.0
 CLAUDE_CODE_ONLY_EVENTS: Final = frozenset(
     {
         "Notification",
-        "PreCompact",
-        "PostCompact",
         "PermissionRequest",
         "PermissionDenied",
         "Setup",

@@ -52,6 +52,7 @@ BLOCKING_EVENTS: Final = frozenset(
         "TaskCreated",
         "TeammateIdle",
         "UserPromptSubmit",
+        "PreCompact",
     }
 )
 """Events whose exit 2 / ``decision: block`` reaches the model; for the rest it is a warning."""
