@@ -41,7 +41,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("telemetry", ("subagents.telemetry",)),
     (
         "session and test helpers",
-        ("subagents.session", "subagents.session_turns", "subagents.teammate", "subagents.testing"),
+        (
+            "subagents.session",
+            "subagents.session_turns",
+            "subagents.session_compact",
+            "subagents.teammate",
+            "subagents.testing",
+        ),
     ),
     ("beyond one machine", ("subagents.distributed",)),
     ("the public API", ("subagents",)),
