@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("beyond one machine", ("subagents.distributed",)),
     ("the public API", ("subagents",)),
-    ("the command line", ("subagents.cli", "subagents.__main__")),
+    ("the command line", ("subagents.cli", "subagents.tui", "subagents.__main__")),
 )
 """Lowest first. A module belongs to the layer of its longest matching prefix."""
 

@@ -54,6 +54,7 @@ from subagents.events import (
     AssistantEvent,
     Event,
     EventSink,
+    ProgressEvent,
     ResultEvent,
     SystemEvent,
     discard,
@@ -193,6 +194,9 @@ class SessionOptions:
     """Hooks added to the settings' (e.g. an SDK's callbacks)."""
     json_schema: dict[str, Any] | None = None
     """Structured output: the main agent answers with a ``StructuredOutput`` call matching it."""
+    partial_text: bool = False
+    """Stream the main agent's answer: each piece of text is a ``ProgressEvent`` with subtype
+    ``text_delta`` (``data["text"]``) as it arrives, before the whole ``AssistantEvent``."""
 
 
 @dataclass(kw_only=True)
@@ -856,7 +860,7 @@ class Session:
             frame.team = self.teams.rejoin(self.session_id)
         job = AgentJob(
             frame=frame,
-            caller=self._caller(),
+            caller=self._main_caller(ref),
             ctx=ctx,
             tool_concurrency=self.config.tool_concurrency,
             inbox=self.inbox,
@@ -1007,6 +1011,16 @@ class Session:
 
     def _caller(self) -> ModelCaller:
         return self.runtime.caller(self.model)
+
+    def _main_caller(self, ref: AgentRef) -> ModelCaller:
+        caller = self._caller()
+        if self.options.partial_text:
+
+            def on_text(text: str) -> None:
+                self.emit(ProgressEvent(agent=ref, subtype="text_delta", data={"text": text}))
+
+            caller.on_text = on_text
+        return caller
 
     def _transcript_path(self) -> Path | None:
         if not self.options.transcripts:

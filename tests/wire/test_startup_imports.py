@@ -43,6 +43,10 @@ NEVER = {
     "subagents.mcp.entries",
     "subagents.mcp.connection",
     "subagents.mcp.servers",
+    "textual",
+    "rich",
+    "subagents.tui",
+    "subagents.tui.app",
 }
 """Not loaded by a one-turn ``-p`` run on the Anthropic or the scripted path."""
 NEVER_PREFIXES = ("opentelemetry", "subagents.telemetry", "google.protobuf", "requests")

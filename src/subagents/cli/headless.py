@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from subagents.cli.flags import CLAUDE_CODE_COMPAT_VERSION, ignored_flags
+from subagents.cli.progress import ProgressPrinter
 from subagents.cli.sdk_events import SdkShaper
 from subagents.cli.sdk_requests import SdkRequests, sdk_mcp_server_names
 from subagents.cli.session_plan import (
@@ -47,7 +48,7 @@ def run_headless(args: argparse.Namespace) -> int:
     except (StartupError, ValueError, OSError) as exc:
         print(f"subagents: error: {exc}", file=sys.stderr)
         return 2
-    printer = _Printer(args.output_format, _shaper(session, plan, args))
+    printer = _Printer(args.output_format, _shaper(session, plan, args), args.verbose)
     try:
         result = asyncio.run(_run(session, args.prompt, printer))
     except KeyboardInterrupt:
@@ -182,29 +183,31 @@ def _api_key_source(session: Session) -> str:
 class _Printer:
     """Writes events or the final result in the chosen output format."""
 
-    def __init__(self, output_format: str, shaper: SdkShaper) -> None:
+    def __init__(self, output_format: str, shaper: SdkShaper, verbose: bool = False) -> None:
         self.format = output_format
         self.shaper = shaper
+        self.progress = ProgressPrinter(
+            stream=sys.stderr, verbose=verbose, live=_is_terminal(sys.stderr)
+        )
 
     def event(self, event: Event) -> None:
         if self.format == "stream-json":
             for line in self.shaper.lines(event):
                 _write_json(line)
-        elif isinstance(event, SystemEvent) and event.subtype == "warning":
+            return
+        if isinstance(event, SystemEvent) and event.subtype == "warning":
+            self.progress.finish()
             sys.stderr.write(f"subagents: warning: {event.data.get('message', '')}\n")
-        elif self._is_live_progress(event):
-            assert isinstance(event, ProgressEvent)
-            sys.stderr.write(progress_line(event) + "\n")
-            sys.stderr.flush()
-
-    def _is_live_progress(self, event: Event) -> bool:
-        return (
-            self.format == "text"
-            and isinstance(event, ProgressEvent)
-            and event.subtype in ("agent_progress", "todos")
-        )
+        elif self.format == "text":
+            if isinstance(event, ProgressEvent) and event.subtype == "todos":
+                agent = event.agent
+                summary = event.data.get("summary", "")
+                sys.stderr.write(f"[{agent.agent_type} {agent.agent_id}] todos: {summary}\n")
+                sys.stderr.flush()
+            self.progress.event(event)
 
     def finish(self, result: SessionResult) -> None:
+        self.progress.finish()
         if self.format == "json":
             _write_json(result.payload)
         elif self.format == "text" and not result.is_error:
@@ -212,22 +215,16 @@ class _Printer:
             sys.stdout.flush()
 
 
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 def _write_json(data: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
     sys.stdout.flush()
-
-
-def progress_line(event: ProgressEvent) -> str:
-    """``[Explore a1b2c3d4e] 3 tool uses · 1234 tokens · 4.1 s · Grep: TODO``"""
-    data, agent = event.data, event.agent
-    if event.subtype == "todos":
-        return f"[{agent.agent_type} {agent.agent_id}] todos: {data.get('summary', '')}"
-    activities = data.get("recent_activities") or []
-    last = f" · {activities[-1]}" if activities else ""
-    return (
-        f"[{agent.agent_type} {agent.agent_id}] {data.get('tool_use_count', 0)} tool uses · "
-        f"{data.get('total_tokens', 0)} tokens · {data.get('elapsed_ms', 0) / 1000:.1f} s{last}"
-    )
 
 
 def _one_line(text: str) -> str:

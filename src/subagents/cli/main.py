@@ -82,6 +82,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return code
     parser = build_parser()
     args = parser.parse_args(bind_values(items, parser))
+    from subagents.cli.interactive import run_interactive, wants_interactive
+
+    if wants_interactive(args):
+        gc.enable()
+        return run_interactive(args)
     if args.prompt is None and args.input_format == "text":
         if sys.stdin is None or sys.stdin.isatty():
             parser.print_help(sys.stderr)

@@ -225,11 +225,17 @@ def check_local_model(spec: str, *, explicit: bool) -> None:
 
 
 def latest_session(state: ProjectState) -> str | None:
+    recent = recent_sessions(state, limit=1)
+    return recent[0][0] if recent else None
+
+
+def recent_sessions(state: ProjectState, limit: int = 10) -> list[tuple[str, float]]:
+    """The project's sessions, most recently active first: (session id, mtime)."""
     folder = state.sessions_dir
     if not folder.is_dir():
-        return None
-    files = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
-    return files[-1].stem if files else None
+        return []
+    stamped = sorted(((p.stat().st_mtime_ns, p.stem) for p in folder.glob("*.jsonl")), reverse=True)
+    return [(stem, ns / 1e9) for ns, stem in stamped[:limit]]
 
 
 def slash_commands(cwd: Path, sources: str | None = None, home: Path | None = None) -> list[str]:

@@ -362,7 +362,7 @@ class _Loop:
         calls = tool_uses(message)
         for call in calls:
             stats.tool_use_count += 1
-            stats.note_activity(_describe_call(call["name"], call["input"]))
+            stats.note_activity(describe_call(call["name"], call["input"]))
         if spec.on_turn is not None:
             spec.on_turn(stats)
         return message, calls
@@ -518,7 +518,8 @@ def tool_lookup(tools: Sequence[Tool[Any]]) -> Mapping[str, Tool[Any]]:
     return table
 
 
-def _describe_call(name: str, args: dict[str, Any]) -> str:
+def describe_call(name: str, args: dict[str, Any]) -> str:
+    """A tool call in a few words (an agent's "last activities"): ``Grep: TODO``."""
     for key in ("description", "command", "file_path", "pattern", "prompt", "path"):
         value = args.get(key)
         if isinstance(value, str) and value:

@@ -16,7 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from subagents.models.base import MessageDone, Model, ModelError, ModelRequest, complete
+from subagents.models.base import (
+    MessageDone,
+    Model,
+    ModelError,
+    ModelRequest,
+    TextDelta,
+    complete,
+)
 from subagents.observe import RunObserver
 
 Notice = Callable[[str, dict[str, Any]], None]
@@ -57,6 +64,10 @@ class ModelCaller:
     policy: RetryPolicy
     fallback: Model | None = None
     on_notice: Notice | None = None
+    on_text: Callable[[str], None] | None = None
+    """Told each piece of answer text as it streams (an interactive session watching the
+    main agent); None calls the model without streaming (``complete``). A retried call
+    streams again from its start: the ``api_retry`` notice says so first."""
 
     async def call(self, request: ModelRequest) -> MessageDone:
         attempt = 0
@@ -64,6 +75,8 @@ class ModelCaller:
             attempt += 1
             request.model = self.model.name
             try:
+                if self.on_text is not None:
+                    return await self._streamed(request, self.on_text)
                 return await complete(self.model, request)
             except ModelError as error:
                 if error.kind == "fallback" and self._switch_to_fallback(error):
@@ -84,6 +97,17 @@ class ModelCaller:
                     },
                 )
                 await asyncio.sleep(delay)
+
+    async def _streamed(self, request: ModelRequest, on_text: Callable[[str], None]) -> MessageDone:
+        done: MessageDone | None = None
+        async for event in self.model.stream(request):
+            if isinstance(event, TextDelta):
+                on_text(event.text)
+            else:
+                done = event
+        if done is None:
+            raise ModelError("api_error", f"model {self.model.name!r} ended without a message")
+        return done
 
     def _switch_to_fallback(self, error: ModelError) -> bool:
         if self.fallback is None or self.fallback is self.model:

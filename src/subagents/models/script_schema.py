@@ -72,6 +72,9 @@ class ScriptTurn(_Strict):
     """Tool calls, served as ``tool_use`` blocks with ids ``toolu_<agent>_<turn>_<i>``."""
     delay_ms: float = Field(default=0, ge=0)
     """Wait this long before answering (cancellable), e.g. to keep a child running."""
+    stream_ms: float = Field(default=0, ge=0)
+    """When the caller streams (an interactive session), the text arrives in word-sized
+    ``TextDelta`` pieces spread over this many ms, after ``delay_ms``."""
     usage: ScriptUsage | None = None
     """Reported usage, verbatim (missing counters are 0); absent means an estimate."""
     error: ErrorSpec | None = None

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from subagents.messages import ContentBlock, Message, Usage
+from subagents.messages import ContentBlock, Message, Usage, assistant_text
 from subagents.models.base import (
     ErrorKind,
     MessageDone,
@@ -61,6 +61,7 @@ from subagents.models.base import (
     ModelRequest,
     RequestMetadata,
     StreamEvent,
+    TextDelta,
     ToolSchema,
 )
 from subagents.models.script_schema import (
@@ -122,6 +123,7 @@ class _Turn:
     text: str | Template | None
     calls: tuple[_Call, ...]
     delay_s: float
+    stream_s: float
     usage: dict[str, int] | None
     error: ErrorSpec | None
     captures: tuple[tuple[str, re.Pattern[str]], ...]
@@ -147,6 +149,7 @@ def _compile_turn(turn: ScriptTurn) -> _Turn:
         text=text,
         calls=calls,
         delay_s=turn.delay_ms / 1000,
+        stream_s=turn.stream_ms / 1000,
         usage=None if turn.usage is None else turn.usage.model_dump(),
         error=turn.error,
         captures=tuple((name, re.compile(p)) for name, p in turn.capture.items()),
@@ -431,12 +434,25 @@ class ScriptedModel:
     # the Model protocol
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Serve one turn: the whole answer arrives as one ``MessageDone``."""
-        yield await self.respond(request)
+        """Serve one turn: its text in ``TextDelta`` pieces when the turn has ``stream_ms``,
+        then the whole answer as one ``MessageDone``."""
+        state, turn = await self._take(request)
+        done = self._serve(state, turn, request)
+        if turn.stream_s > 0:
+            pieces = _text_pieces(done.message)
+            for piece in pieces:
+                await self._sleep(turn.stream_s / len(pieces))
+                yield TextDelta(text=piece)
+        yield done
 
     async def respond(self, request: ModelRequest) -> MessageDone:
         """The ``MessageDone`` that ``stream`` yields, without the async generator around it
         (``models.base.complete`` calls this directly)."""
+        state, turn = await self._take(request)
+        return self._serve(state, turn, request)
+
+    async def _take(self, request: ModelRequest) -> tuple[_AgentState, _Turn]:
+        """Bind the agent, consume its next turn, record the request, wait ``delay_ms``."""
         try:
             meta = request.metadata
             key = meta.agent_id if not meta.compaction else _compaction_key(meta)
@@ -450,7 +466,7 @@ class ScriptedModel:
             self._record(request, None)
         if turn.delay_s:
             await self._sleep(turn.delay_s)
-        return self._serve(state, turn, request)
+        return state, turn
 
     async def _sleep(self, seconds: float) -> None:
         """``asyncio.sleep`` on the loop this model serves, remembered: on Python 3.11 every
@@ -679,3 +695,9 @@ def _capture(turn: _Turn, ctx: RenderContext, captures: dict[str, str]) -> None:
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+def _text_pieces(message: Message) -> list[str]:
+    """The text blocks of ``message`` cut after each run of spaces (the deltas a streaming
+    provider would send); none for an answer without text."""
+    return re.findall(r"\S*\s*", assistant_text(message))[:-1]

@@ -1,0 +1,37 @@
+"""A prompt, a streamed answer, a tool call: the interactive session's chat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tui_helpers import SIZE, answers, app_for, requests, tool_lines, until
+
+
+async def test_a_prompt_gets_a_streamed_answer_and_a_tool_call_line(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
+    words = " ".join(f"word{i}" for i in range(12))
+    app = app_for(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [{"name": "Read", "input": {"file_path": "notes.txt"}}]},
+                    {"text": f"**Read it.** {words}", "stream_ms": 1200},
+                ],
+            }
+        ],
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"look at notes")
+        await pilot.press("enter")
+        await until(lambda: answers(app), what="the answer to start streaming")
+        partial = answers(app)[0]
+        assert partial and partial != f"**Read it.** {words}", "the answer arrives in pieces"
+        await until(lambda: answers(app) == [f"**Read it.** {words}"], what="the whole answer")
+        lines = tool_lines(app)
+        assert len(lines) == 1 and lines[0].startswith("✓ Read(notes.txt)")
+        await until(lambda: not app.conversation.busy)
+    sent = requests(tmp_path)
+    assert "look at notes" in str(sent[0]["messages"][-1]["content"])
+    assert "alpha" in str(sent[1]["messages"][-1]["content"])
