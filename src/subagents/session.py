@@ -64,7 +64,7 @@ from subagents.hooks.engine import HookEngine
 from subagents.loop.compaction import CompactionResult
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome
-from subagents.messages import Message, Usage, user_message
+from subagents.messages import ContentBlock, Message, Usage, text_block, user_message
 from subagents.models.base import Model
 from subagents.models.pricing import cost_usd, price_for
 from subagents.models.retry import ModelCaller, RetryPolicy
@@ -759,6 +759,11 @@ class Session:
             main.job.logged_messages = len(main.job.messages)
             if prompt is not None:
                 main.job.messages.append(main.turn_message(prompt))
+            elif main.job.messages[-1]["role"] == "user" and self.inbox.pending():
+                # After an interrupted turn the history ends with the cancelled calls' results,
+                # where the loop delivers no input: what arrived since is this turn's message.
+                blocks: list[ContentBlock] = [text_block(t) for t in self.inbox.drain()]
+                main.job.messages.append(user_message(blocks))
         if wait_background:
             self._wait_for_background(main.run.agent_id)
         turn_abort = self._turn_abort = self.abort.child()

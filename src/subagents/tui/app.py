@@ -93,6 +93,8 @@ class SubagentsApp(App[int]):
         self._notes = list(notes)
         self._ctrl_c_at = 0.0
         self._quitting = False
+        self._closing = False
+        """The screen is going away: events are no longer shown."""
 
     def compose(self) -> ComposeResult:
         yield ChatLog(id="chat")
@@ -183,6 +185,11 @@ class SubagentsApp(App[int]):
         self.conversation.interrupt()
         self.notify("Press Ctrl+C again to quit", timeout=QUIT_WINDOW_S)
 
+    async def on_unmount(self) -> None:
+        """However the app ends, the session is closed: no child outlives it."""
+        self._closing = True
+        await self.conversation.close()
+
     async def _quit(self) -> None:
         if self._quitting:
             return
@@ -216,6 +223,8 @@ class SubagentsApp(App[int]):
     # -- events ----------------------------------------------------------------------------
 
     def _on_event(self, event: Event) -> None:
+        if self._closing:
+            return
         changed = self.board.apply(event)
         if isinstance(event, ResultEvent):
             self._turn_ended(event)
@@ -269,11 +278,15 @@ class SubagentsApp(App[int]):
         self._refresh_status()
 
     def _note(self, markdown: str) -> None:
+        if self._closing:
+            return
         if isinstance(self.screen, AgentScreen):
             self.screen.note(markdown)
         self.chat.notice(markdown)
 
     def _asks_changed(self) -> None:
+        if self._closing:
+            return
         self.query_one("#asks", AskBar).sync()
         self._refresh_status()
 
@@ -284,6 +297,8 @@ class SubagentsApp(App[int]):
         self._refresh_status()
 
     def _refresh_panel(self) -> None:
+        if self._closing:
+            return
         session = self.conversation.session
         if session is None:
             return
@@ -291,6 +306,8 @@ class SubagentsApp(App[int]):
         self.query_one("#panel", AgentsPanel).show(panel_rows(self.board.rows.values(), shells))
 
     def _refresh_status(self) -> None:
+        if self._closing:
+            return
         session = self.conversation.session
         if session is None:
             return

@@ -28,7 +28,8 @@ from subagents.permissions.checker import AskAnswer, PermissionChecker, Permissi
 from subagents.tui.local_settings import LocalSettingsError, add_allow_rule
 
 Choice = Literal["once", "session", "always", "deny"]
-_PLAIN_WORD = re.compile(r"[A-Za-z0-9_.+-]+")
+_SUBCOMMAND = re.compile(r"[a-z][a-z0-9-]*")
+"""``push`` in ``git push``; ``f0.txt`` in ``touch f0.txt`` is an argument, not one."""
 _SHELL_SYNTAX = re.compile(r"[;&|<>$`(){}\[\]*?!~\\\n'\"#]")
 
 
@@ -64,9 +65,7 @@ def suggested_rule(request: PermissionRequest) -> str:
     if not command or _SHELL_SYNTAX.search(command):
         return f"Bash({command})"
     words = command.split()
-    head = words[:2] if len(words) > 1 and _PLAIN_WORD.fullmatch(words[1]) else words[:1]
-    if not words[1:] or words[1].startswith("-") or "/" in words[1]:
-        head = words[:1]
+    head = words[:2] if len(words) > 1 and _SUBCOMMAND.fullmatch(words[1]) else words[:1]
     return f"Bash({' '.join(head)}:*)"
 
 
