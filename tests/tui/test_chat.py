@@ -6,6 +6,8 @@ from pathlib import Path
 
 from tui_helpers import SIZE, answers, app_for, requests, tool_lines, until
 
+from subagents.tui.chat import AssistantMessage
+
 
 async def test_a_prompt_gets_a_streamed_answer_and_a_tool_call_line(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
@@ -29,6 +31,9 @@ async def test_a_prompt_gets_a_streamed_answer_and_a_tool_call_line(tmp_path: Pa
         partial = answers(app)[0]
         assert partial and partial != f"**Read it.** {words}", "the answer arrives in pieces"
         await until(lambda: answers(app) == [f"**Read it.** {words}"], what="the whole answer")
+        rendered = app.query(AssistantMessage).last()
+        await until(lambda: rendered.query("MarkdownBlock"), what="the answer's Markdown blocks")
+        assert "Read it." in str(rendered.query("MarkdownBlock").first().render())
         lines = tool_lines(app)
         assert len(lines) == 1 and lines[0].startswith("✓ Read(notes.txt)")
         await until(lambda: not app.conversation.busy)

@@ -49,6 +49,12 @@ HISTORY_PER_AGENT = 400
 QUIT_WINDOW_S = 2.0
 
 
+def short_model(name: str) -> str:
+    """``scripted:/long/path/script.json`` → ``scripted:script.json`` (a path is noise here)."""
+    provider, sep, rest = name.partition(":")
+    return f"{provider}{sep}{Path(rest).name}" if sep and "/" in rest else name
+
+
 class SubagentsApp(App[int]):
     TITLE = "subagents"
     CSS = """
@@ -124,7 +130,8 @@ class SubagentsApp(App[int]):
         if self._resume:
             replay_history(self.chat, session)
         self.chat.notice(
-            f"**subagents** · `{session.model.name}` · {session.cwd} — `/help` for commands"
+            f"**subagents** · `{short_model(session.model.name)}` · {session.cwd} — "
+            "`/help` for commands"
         )
         for note in self._notes:
             self.chat.notice(f"**warning:** {note}")
@@ -315,7 +322,7 @@ class SubagentsApp(App[int]):
         cost = sum(cost_usd(run.model, run.usage) for run in session.agents)
         running = len(self.board.running())
         parts = [
-            session.model.name,
+            short_model(session.model.name),
             session.permissions.context.mode,
             f"{human_tokens(usage.total)} tokens",
             f"${cost:.4f}",
@@ -323,7 +330,8 @@ class SubagentsApp(App[int]):
             f"session {session.session_id[:8]}",
         ]
         if self.asks.pending:
-            parts.append(f"{len(self.asks.pending)} waiting for your answer")
+            count = len(self.asks.pending)
+            parts.append(f"{count} ask{'s' if count != 1 else ''} waiting")
         elif self.conversation.busy:
             parts.append("● working (esc to interrupt)")
         if self.conversation.queued:

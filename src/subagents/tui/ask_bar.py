@@ -26,7 +26,7 @@ class AskBar(Vertical):
     AskBar.-open { display: block; }
     AskBar #ask-reason { display: none; }
     AskBar.-reason #ask-reason { display: block; }
-    AskBar OptionList { height: auto; border: none; padding: 0; }
+    AskBar OptionList, AskBar OptionList:focus { height: auto; border: none; padding: 0; }
     """
     BINDINGS = [
         Binding("1", "choose(0)", show=False),

@@ -56,14 +56,18 @@ class Notice(Markdown):
 
 
 class AssistantMessage(Markdown):
-    """An answer; while it streams, pieces are batched into one render every 50 ms."""
+    """An answer; while it streams, pieces are batched into one render every 50 ms. Text that
+    arrives before the widget is mounted is rendered when it is (``on_mount``)."""
 
     DEFAULT_CSS = "AssistantMessage { margin: 1 0 0 0; }"
 
-    def __init__(self) -> None:
-        super().__init__("")
-        self.text = ""
+    def __init__(self, text: str = "") -> None:
+        super().__init__(text)
+        self.text = text
         self._flush_due = False
+
+    def on_mount(self) -> None:
+        self.update(self.text)
 
     def add(self, piece: str) -> None:
         self.text += piece
@@ -73,12 +77,14 @@ class AssistantMessage(Markdown):
 
     def _flush(self) -> None:
         self._flush_due = False
-        self.update(self.text)
+        if self.is_mounted:
+            self.update(self.text)
 
     def finish(self, text: str) -> None:
         self.text = text
         self._flush_due = False
-        self.update(text)
+        if self.is_mounted:
+            self.update(text)
 
 
 class ToolLine(Collapsible):
@@ -143,9 +149,9 @@ class ChatLog(VerticalScroll):
         text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
         if text.strip():
             if self._answer is None:
-                self._answer = AssistantMessage()
-                self._add(self._answer)
-            self._answer.finish(text)
+                self._add(AssistantMessage(text))
+            else:
+                self._answer.finish(text)
         elif self._answer is not None:
             self._answer.remove()
         self._answer = None

@@ -107,7 +107,7 @@ class AgentsPanel(DataTable[Text]):
             return
         for row in rows:
             for column, value in zip(self.columns, _styled(row), strict=True):
-                self.update_cell(row.key, column, value)
+                self.update_cell(row.key, column, value, update_width=True)
 
     def _selected_key(self) -> str | None:
         if not self.rows or self.cursor_row >= len(self.rows):
