@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from subagents.events import (
     AssistantEvent,
     Event,
+    InitEvent,
     NotificationEvent,
     ProgressEvent,
     ResultEvent,
@@ -102,11 +103,7 @@ class AgentBoard:
     def apply(self, event: Event) -> AgentRow | None:
         """Fold ``event`` in; the row it changed, if any."""
         if isinstance(event, SystemEvent):
-            if event.subtype == "init":
-                return None
-            if event.subtype == "agent_started":
-                return self._started(event)
-            return None
+            return self._started(event) if event.subtype == "agent_started" else None
         if isinstance(event, AssistantEvent):
             return self._assistant(event)
         if isinstance(event, ProgressEvent) and event.subtype == "agent_progress":
@@ -203,18 +200,21 @@ class ProgressPrinter:
     _live_lines: int = 0
 
     def event(self, event: Event) -> None:
-        if isinstance(event, SystemEvent) and event.subtype == "init" and event.agent:
+        if isinstance(event, InitEvent):
             self.board.main_id = event.agent.agent_id
         row = self.board.apply(event)
         if self.live:
             if row is not None or isinstance(event, ResultEvent):
                 self._redraw()
             return
-        if (
-            row is not None
-            and self._shown(row)
-            and self._printed.get(row.agent_id) != (key := row.change_key())
-        ):
+        rows = list(self.board.rows.values()) if isinstance(event, ResultEvent) else [row]
+        for changed in rows:
+            if changed is not None:
+                self._print_if_changed(changed)
+
+    def _print_if_changed(self, row: AgentRow) -> None:
+        key = row.change_key()
+        if self._shown(row) and self._printed.get(row.agent_id) != key:
             self._printed[row.agent_id] = key
             self.stream.write(row.line(self.clock()) + "\n")
             self.stream.flush()

@@ -3,13 +3,15 @@
 The file is Claude Code's own (personal, not committed): we add the rule to
 ``permissions.allow`` when it is not there yet and keep everything else as it was. The new text
 is written beside the file and moved over it (``os.replace``), so a crash leaves the old file or
-the new one, never half of one; a symlink at that path is replaced, not written through. A file
-that is not a JSON object (or too large to be settings) is reported and left untouched.
+the new one, never half of one. A symlink, FIFO or other non-file at that path, a file that is
+not a JSON object, or one too large to be settings is reported and left untouched (the rule
+then holds for this session only).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import stat
@@ -61,10 +63,12 @@ def _read(path: Path) -> dict[str, Any]:
 def _read_bytes(path: Path) -> bytes:
     """The file's bytes; opened without blocking (a FIFO there must not hang the UI)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
         return b""
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LocalSettingsError(f"{path}: is a symlink; rule not saved")
         raise LocalSettingsError(f"{path}: cannot read it ({exc.strerror}); rule not saved")
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
