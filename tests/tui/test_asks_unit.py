@@ -71,7 +71,7 @@ def test_a_broken_local_settings_file_is_reported_and_left_alone(
     path = tmp_path / ".claude" / "settings.local.json"
     path.parent.mkdir()
     path.write_text(content)
-    with pytest.raises(LocalSettingsError, match="settings.local.json"):
+    with pytest.raises(LocalSettingsError, match=r"settings\.local\.json"):
         add_allow_rule(tmp_path, "Read")
     assert path.read_text() == content
 
