@@ -99,15 +99,26 @@ class SubagentsApp(App[int]):
         self._notes = list(notes)
         self._ctrl_c_at = 0.0
         self._quitting = False
-        self._closing = False
-        """The screen is going away: events are no longer shown."""
+        self._closing = True
+        """No screen to show events on: before it is composed, and while it goes away."""
 
     def compose(self) -> ComposeResult:
-        yield ChatLog(id="chat")
-        yield AgentsPanel(id="panel")
-        yield AskBar(self.asks, id="asks")
-        yield PromptInput(id="prompt")
-        yield Static(id="status", markup=False)
+        # Kept as attributes: the app's own queries search the *active* screen, and events
+        # keep coming while an agent's screen is on top.
+        self.chat_log = ChatLog(id="chat")
+        self.panel = AgentsPanel(id="panel")
+        self.ask_bar = AskBar(self.asks, id="asks")
+        self.prompt_box = PromptInput(id="prompt")
+        self.status_line = Static(id="status", markup=False)
+        yield self.chat_log
+        yield self.panel
+        yield self.ask_bar
+        yield self.prompt_box
+        yield self.status_line
+
+    def _showing(self) -> bool:
+        """The main screen is there to show things on (not before mount, not while exiting)."""
+        return not self._closing and self.chat_log.is_attached
 
     def _session(self) -> Session:
         session = self.conversation.session
@@ -116,11 +127,12 @@ class SubagentsApp(App[int]):
 
     @property
     def chat(self) -> ChatLog:
-        return self.query_one("#chat", ChatLog)
+        return self.chat_log
 
     # -- start -----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        self._closing = False
         try:
             session = self.conversation.open(self._resume)
         except (ValueError, OSError) as exc:
@@ -137,7 +149,7 @@ class SubagentsApp(App[int]):
             self.chat.notice(f"**warning:** {note}")
         self._drive()
         self.set_interval(1.0, self._tick)
-        self.query_one("#prompt", PromptInput).focus()
+        self.prompt_box.focus()
         if self._initial:
             self._send(self._initial)
 
@@ -230,7 +242,7 @@ class SubagentsApp(App[int]):
     # -- events ----------------------------------------------------------------------------
 
     def _on_event(self, event: Event) -> None:
-        if self._closing:
+        if not self._showing():
             return
         changed = self.board.apply(event)
         if isinstance(event, ResultEvent):
@@ -285,16 +297,18 @@ class SubagentsApp(App[int]):
         self._refresh_status()
 
     def _note(self, markdown: str) -> None:
-        if self._closing:
+        if not self._showing():
             return
         if isinstance(self.screen, AgentScreen):
             self.screen.note(markdown)
         self.chat.notice(markdown)
 
     def _asks_changed(self) -> None:
-        if self._closing:
+        if not self._showing():
             return
-        self.query_one("#asks", AskBar).sync()
+        self.ask_bar.sync()
+        if self.asks.pending and isinstance(self.screen, AgentScreen):
+            self.notify("An agent is waiting for a permission answer: Esc to go back to it")
         self._refresh_status()
 
     # -- panel and status ------------------------------------------------------------------
@@ -304,16 +318,16 @@ class SubagentsApp(App[int]):
         self._refresh_status()
 
     def _refresh_panel(self) -> None:
-        if self._closing:
+        if not self._showing():
             return
         session = self.conversation.session
         if session is None:
             return
         shells = [t for t in session.registry.list() if t.type == "local_bash"]
-        self.query_one("#panel", AgentsPanel).show(panel_rows(self.board.rows.values(), shells))
+        self.panel.show(panel_rows(self.board.rows.values(), shells))
 
     def _refresh_status(self) -> None:
-        if self._closing:
+        if not self._showing():
             return
         session = self.conversation.session
         if session is None:
@@ -336,4 +350,4 @@ class SubagentsApp(App[int]):
             parts.append("● working (esc to interrupt)")
         if self.conversation.queued:
             parts.append(f"{len(self.conversation.queued)} queued")
-        self.query_one("#status", Static).update(" · ".join(parts))
+        self.status_line.update(" · ".join(parts))

@@ -54,8 +54,7 @@ class AskBar(Vertical):
         self.set_class(False, "-reason")
         if entry is None:
             self.set_class(False, "-open")
-            self.app.set_focus(None)
-            self.app.query_one("#prompt").focus()
+            self.screen.query_one("#prompt").focus()
             return
         self._show(entry)
 

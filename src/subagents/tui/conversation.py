@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from subagents.agents.notifications import escape_runtime_tags
 from subagents.events import Event, EventSink
 from subagents.loop.inbox import InboxItem
-from subagents.session import RunResult, Session
+from subagents.session import Session, SessionResult
 
 SessionFactory = Callable[[str | None], Session]
 """Makes the session: a new one (None) or the continuation of an earlier session id."""
@@ -36,7 +36,7 @@ class Conversation:
     session: Session | None = None
     queued: list[str] = field(default_factory=list)
     busy: bool = False
-    last: RunResult | None = None
+    last: SessionResult | None = None
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     _closed: bool = False

@@ -177,7 +177,8 @@ class AgentScreen(Screen[None]):
 
     def action_message(self) -> None:
         self.set_class(True, "-writing")
-        self.query_one("#agent-message", Input).focus()
+        # Focusable once the class has shown it (it is not displayed until styles refresh).
+        self.call_after_refresh(self.query_one("#agent-message", Input).focus)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
