@@ -54,3 +54,9 @@ def tool_lines(app: SubagentsApp) -> list[str]:
 def requests(folder: Path) -> list[dict[str, Any]]:
     path = folder / "requests.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+async def send(app: SubagentsApp, pilot: Any, text: str) -> None:
+    """Put ``text`` in the input box and press Enter (typing long lines key by key is slow)."""
+    app.prompt_box.load_text(text)
+    await pilot.press("enter")
