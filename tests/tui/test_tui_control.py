@@ -1,12 +1,14 @@
-"""ESC, /tasks, /stop, /clear and /resume in the interactive session."""
+"""ESC, /tasks, /stop, /clear and /resume, Ctrl+C twice in the interactive session."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from tui_helpers import SIZE, answers, app_for, notices, until
 
+from cli_helpers import run_cli
 from subagents.tui.panel import AgentsPanel
 
 
@@ -113,3 +115,34 @@ async def test_clear_starts_a_new_session_and_resume_brings_the_old_one_back(
         await until(lambda: "Resumed session" in notices(app))
         assert app.conversation.session.session_id == old  # type: ignore[union-attr]
         assert answers(app) == ["first answer"], "the earlier conversation is shown again"
+
+
+async def test_ctrl_c_once_warns_twice_quits_stopping_children_with_their_records_on_disk(
+    tmp_path: Path,
+) -> None:
+    app = app_for(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [_agent("long job", "long work", background=True)]},
+                    {"text": "launched"},
+                ],
+            },
+            {"match": "long work", "turns": [{"text": "never", "delay_ms": 30000}]},
+        ],
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"go", "enter")
+        await until(lambda: answers(app) == ["launched"] and not app.conversation.busy)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert app.is_running and _rows(app)["long job"].running, "one Ctrl+C does not quit"
+        await pilot.press("ctrl+c")
+        await until(lambda: not app.is_running, what="the app to exit")
+    assert app.return_code == 0
+    listed = run_cli("tasks", "list", "--json", "--cwd", str(tmp_path), cwd=tmp_path)
+    assert listed.code == 0, listed.stderr
+    (task,) = [t for t in json.loads(listed.stdout) if t.get("description") == "long job"]
+    assert task["status"] == "killed"
