@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tui_helpers import SIZE, answers, app_for, requests, tool_lines, until
 
-from subagents.tui.chat import AssistantMessage
+from subagents.tui.chat import AssistantMessage, ToolLine
 
 
 async def test_a_prompt_gets_a_streamed_answer_and_a_tool_call_line(tmp_path: Path) -> None:
@@ -36,6 +36,11 @@ async def test_a_prompt_gets_a_streamed_answer_and_a_tool_call_line(tmp_path: Pa
         assert "Read it." in str(rendered.query("MarkdownBlock").first().render())
         lines = tool_lines(app)
         assert len(lines) == 1 and lines[0].startswith("✓ Read(notes.txt)")
+        line = app.query_one(ToolLine)
+        assert line.collapsed, "a tool call is one collapsed line"
+        await pilot.click("ToolLine CollapsibleTitle")
+        await until(lambda: not line.collapsed, what="the line to expand")
+        assert "beta" in str(line.output.render()), "expanded, it shows the result"
         await until(lambda: not app.conversation.busy)
     sent = requests(tmp_path)
     assert "look at notes" in str(sent[0]["messages"][-1]["content"])
