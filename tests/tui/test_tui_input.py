@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from tui_helpers import SIZE, answers, app_for, notices, requests, send, until, users
 
+from subagents.tui.commands import COMMANDS
 from subagents.tui.prompt import PromptInput
 
 
@@ -87,3 +89,30 @@ async def test_continue_opens_the_last_session_with_its_conversation(tmp_path: P
         await until(lambda: len(answers(again)) == 2 and not again.conversation.busy)
     history = json.dumps(requests(tmp_path)[-1]["messages"])
     assert "hello there" in history and "first answer" in history and "and now" in history
+
+
+async def test_a_command_or_a_turn_that_fails_is_reported_and_the_session_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(_ctx: object, _args: str) -> str:
+        raise KeyError("boom")
+
+    monkeypatch.setitem(COMMANDS, "tasks", broken)
+    app = app_for(tmp_path, [{"agent_type": "main", "turns": [{"text": "still here"}]}])
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "/tasks")
+        await until(lambda: "`/tasks` failed: KeyError" in notices(app))
+        session = app.conversation.session
+        assert session is not None
+        real_run = session.run
+
+        async def failing_once(prompt: str) -> object:
+            monkeypatch.setattr(session, "run", real_run)
+            raise LookupError("no such thing")
+
+        monkeypatch.setattr(session, "run", failing_once)
+        await send(app, pilot, "first")
+        await until(lambda: "the turn failed: LookupError" in notices(app))
+        await send(app, pilot, "second")
+        await until(lambda: answers(app) == ["still here"], what="the next turn")
+        assert app.is_running

@@ -84,6 +84,8 @@ async def run_command(name: str, args: str, ctx: CommandContext) -> str:
         return await handler(ctx, args)
     except CommandError as exc:
         return f"`/{name}`: {exc}"
+    except Exception as exc:  # a failing command must not end the session
+        return f"`/{name}` failed: {type(exc).__name__}: {exc}"
 
 
 async def _help(_ctx: CommandContext, _args: str) -> str:

@@ -84,6 +84,8 @@ class Conversation:
                 self.last = await session.run(prompt)
         except (ValueError, OSError, RuntimeError) as exc:
             self.on_error(str(exc))
+        except Exception as exc:  # one failed turn must not end the session
+            self.on_error(f"the turn failed: {type(exc).__name__}: {exc}")
         finally:
             self.busy = False
             self._idle.set()
