@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tui_helpers import SIZE, answers, app_for, requests, tool_lines, until
+import pytest
+from tui_helpers import SIZE, answers, app_for, notices, requests, tool_lines, until
 
 from subagents.tui.chat import AssistantMessage, ToolLine
 
@@ -45,3 +46,30 @@ async def test_a_prompt_gets_a_streamed_answer_and_a_tool_call_line(tmp_path: Pa
     sent = requests(tmp_path)
     assert "look at notes" in str(sent[0]["messages"][-1]["content"])
     assert "alpha" in str(sent[1]["messages"][-1]["content"])
+
+
+async def test_a_compaction_is_a_notice_and_its_summary_is_not_an_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUBAGENTS_AUTOCOMPACT_TOKENS", "6000")
+    big = tmp_path / "big.txt"
+    big.write_text("".join(f"line {i:04d} {'x' * 90}\n" for i in range(400)))
+    app = app_for(
+        tmp_path,
+        [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [{"name": "Read", "input": {"file_path": str(big)}}]},
+                    {"text": "final answer"},
+                ],
+            },
+            {"agent_type": "compact", "turns": [{"text": "SUMMARY of big.txt", "stream_ms": 200}]},
+        ],
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"read it", "enter")
+        await until(lambda: not app.conversation.busy and app.conversation.last is not None)
+        assert "context compacted (auto, summary)" in notices(app)
+        assert answers(app) == ["final answer"], "the summary is not shown as the answer"
+    assert [r["agent_type"] for r in requests(tmp_path)] == ["main", "compact", "main"]

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from subagents.events import (
     AssistantEvent,
+    CompactionEvent,
     Event,
     InitEvent,
     NotificationEvent,
@@ -82,6 +83,12 @@ class AgentRow:
         )
 
 
+def compaction_line(event: CompactionEvent) -> str:
+    """``context compacted (auto, summary): 150.2k → 12.0k tokens``"""
+    before, after = human_tokens(event.tokens_before), human_tokens(event.tokens_after)
+    return f"context compacted ({event.trigger}, {event.method}): {before} → {after} tokens"
+
+
 def human_tokens(count: int) -> str:
     if count < 1000:
         return str(count)
@@ -114,7 +121,15 @@ class AgentBoard:
             return self._ended(event.task_id, event.status)
         if isinstance(event, ResultEvent):
             self._turn_ended()
+        if isinstance(event, CompactionEvent):
+            return self._compacted(event)
         return None
+
+    def _compacted(self, event: CompactionEvent) -> AgentRow | None:
+        row = self._row(event.agent.agent_id)
+        if row is not None:
+            row.note(compaction_line(event))
+        return row
 
     def _started(self, event: SystemEvent) -> AgentRow:
         ref, data = event.agent, event.data

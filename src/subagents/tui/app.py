@@ -19,10 +19,11 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
-from subagents.cli.progress import AgentBoard, human_tokens
+from subagents.cli.progress import AgentBoard, compaction_line, human_tokens
 from subagents.events import (
     AgentRef,
     AssistantEvent,
+    CompactionEvent,
     Event,
     InitEvent,
     NotificationEvent,
@@ -249,6 +250,9 @@ class SubagentsApp(App[int]):
             self._turn_ended(event)
         elif isinstance(event, NotificationEvent):
             self._note(f"● {event.summary} ({event.task_id})")
+        elif isinstance(event, CompactionEvent):
+            if event.agent.parent_agent_id is None:
+                self._note(compaction_line(event))
         elif not isinstance(event, InitEvent):
             self._agent_event(event)
         if changed is not None:
