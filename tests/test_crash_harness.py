@@ -283,11 +283,20 @@ def check_after_restart(
 
 def check_no_leftovers(index: int, home: Path, tally: RunTally) -> None:
     """Every process group a child recorded is gone (or its PID now belongs to a stranger)."""
+    alive = []
     for pids in home.glob("projects/*/agents/*.pids"):
         for pgid, identity in read_groups(pids):
             tally.leftovers_seen += 1
             if is_our_group(pgid, identity):
-                tally.problems.append(f"run {index}: process group {pgid} survived recovery")
+                alive.append((pgid, identity))
+    # A SIGKILL is delivered at once but a loaded machine may take a moment to end the process;
+    # a survivor (a ``sleep 30`` nobody killed) is still there after the grace period.
+    deadline = time.monotonic() + 10
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [(pgid, identity) for pgid, identity in alive if is_our_group(pgid, identity)]
+    for pgid, _identity in alive:
+        tally.problems.append(f"run {index}: process group {pgid} survived recovery")
 
 
 def check_notifications(
@@ -348,6 +357,7 @@ def resume_interrupted(
             tally.resumed += 1
 
 
+@pytest.mark.timeout(900)  # ~60 kill/restart cycles of real CLI processes: minutes under load
 def test_sigkill_at_random_points_loses_nothing_and_duplicates_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
