@@ -209,10 +209,10 @@ You use the shared server.
 """
 
 
-def _agents(root: Path, pid_file: Path) -> None:
+def _agents(root: Path, pid_file: Path, **env: str) -> None:
     folder = root / ".claude" / "agents"
     folder.mkdir(parents=True, exist_ok=True)
-    server = json.dumps(demo(pid_file))
+    server = json.dumps(demo(pid_file, **env))
     (folder / "scoped.md").write_text(SCOPED_AGENT.format(server=server))
     (folder / "needy.md").write_text(NEEDY_AGENT)
     (folder / "named.md").write_text(NAMED_AGENT)
@@ -285,6 +285,12 @@ def test_task_stop_and_kill_9_leave_no_server_behind(tmp_path: Path) -> None:
     assert stopped.code == 0, stopped.stderr
     assert all_dead(wait_for_pids(stop_pids))
     stop_pids.unlink()
+    # A stdio server may exit by itself once its client's pipe closes; these do not, so only
+    # recovery can end them after the SIGKILL below.
+    (root / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"shared": demo(crash_pids, DEMO_LINGER_S="120")}})
+    )
+    _agents(root, stop_pids, DEMO_LINGER_S="120")
     crash_script = write_script(root, [
         {"agent_type": "main", "turns": [
             {"tool_calls": [agent_call("hang", "scoped", run_in_background=True)]},

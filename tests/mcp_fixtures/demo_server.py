@@ -4,6 +4,7 @@
 streamable HTTP (at ``/mcp``) and SSE (at ``/sse``) on 127.0.0.1 on a free port and writes the
 port to PORTFILE once listening.
 ``DEMO_PID_FILE`` (env): the server appends its pid there at start (tests check it is gone).
+``DEMO_LINGER_S`` (env): seconds a stdio server stays alive after its client went away.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import os
 import socket
 import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ImageContent, TextContent
@@ -114,3 +116,7 @@ if __name__ == "__main__":
         serve_http(sys.argv[2])
     else:
         app.run()
+        # DEMO_LINGER_S: stay alive after the client is gone (stdin closed), as some published
+        # servers do; only a kill ends it then (tests of crash recovery need such a server).
+        if os.environ.get("DEMO_LINGER_S"):
+            time.sleep(float(os.environ["DEMO_LINGER_S"]))
