@@ -309,7 +309,9 @@ def test_task_stop_and_kill_9_leave_no_server_behind(tmp_path: Path) -> None:
     time.sleep(0.3)  # the servers run; the hang calls are (about to be) in flight
     os.kill(process.pid, signal.SIGKILL)
     process.communicate(timeout=10)
-    assert not all_dead(servers, timeout_s=0.5)  # they outlived the runtime
+    # Whether they outlived the runtime depends on the server and the machine (some exit on the
+    # closed pipe, some are killed with it); either way none may be left after the recovery.
+    all_dead(servers, timeout_s=0.5)
 
     after = run_script(write_script(root, [{"turns": [{"text": "recovered"}]}], name="r.json"),
                        root, "--strict-mcp-config", env=env)  # fmt: skip
