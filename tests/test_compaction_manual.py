@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
-from cli_helpers import recorded, run_cli, run_script, tool_call, write_script
+from cli_helpers import recorded, run_cli, run_script, start_script, tool_call, write_script
 from subagents import Session, SessionOptions
 from subagents.events import CompactionEvent, Event
 from test_compaction import (
@@ -135,3 +138,101 @@ def test_pre_and_post_compact_hooks_see_the_trigger_and_a_block_skips(tmp_path: 
     assert names == [("PreCompact", "manual"), ("PreCompact", "manual"), ("PostCompact", "manual")]
     assert events[0]["custom_instructions"] == "focus"
     assert events[2]["compact_summary"] == SUMMARY
+
+
+def test_a_held_session_compacts_between_turns_and_resumes_from_the_summary(
+    tmp_path: Path,
+) -> None:
+    big = big_file(tmp_path)
+    main = {
+        "agent_type": "main",
+        "turns": [
+            {"tool_calls": [tool_call("Read", file_path=str(big))]},
+            {"text": "first"},
+            {"text": "second"},
+        ],
+    }
+    script = write_script(tmp_path, [main, compact_entry()])
+    options = SessionOptions(model=f"scripted:{script}", cwd=tmp_path)
+
+    async def held() -> tuple[str, list[Event]]:
+        events: list[Event] = []
+        async with Session(options) as session:
+            await session.run("read big.txt")
+            result = await session.compact("keep the line numbers", on_event=events.append)
+            assert (result.trigger, result.method) == ("manual", "summary")
+            assert result.tokens_after < result.tokens_before
+            answer = await session.run("and now?")
+            assert answer.result == "second"
+            assert session.total_usage().output_tokens > 0
+            return session.session_id, events
+
+    session_id, events = asyncio.run(held())
+    assert [e.to_dict()["trigger"] for e in events if isinstance(e, CompactionEvent)] == ["manual"]
+    summary_request, after = recorded(tmp_path)[-2:]
+    assert summary_request["agent_type"] == "compact"
+    assert "keep the line numbers" in text_of(summary_request)
+    assert "line 0399" in text_of(summary_request)
+    assert SUMMARY in text_of(after) and "and now?" in text_of(after)
+    assert "line 0399" not in text_of(after), "the next turn starts from the summary"
+
+    again = write_script(
+        tmp_path, [{"agent_type": "main", "turns": [{"text": "third"}]}], name="again.json"
+    )
+    resumed = run_script(again, tmp_path, "--resume", session_id, prompt="still there?")
+    assert resumed.code == 0, resumed.stderr
+    request = recorded(tmp_path)[-1]
+    assert SUMMARY in text_of(request) and "and now?" in text_of(request)
+    assert "line 0399" not in text_of(request), "the transcript holds the boundary too"
+
+
+def test_a_held_session_refuses_to_compact_while_a_turn_runs(tmp_path: Path) -> None:
+    main = {"agent_type": "main", "turns": [{"text": "slow", "delay_ms": 1500}]}
+    script = write_script(tmp_path, [main, compact_entry()])
+
+    async def racing() -> str:
+        async with Session(SessionOptions(model=f"scripted:{script}", cwd=tmp_path)) as session:
+            turn = asyncio.create_task(session.run("go"))
+            await asyncio.sleep(0.3)
+            try:
+                await session.compact()
+            except (RuntimeError, ValueError) as error:
+                message = str(error)
+            else:
+                message = "compacted"
+            await turn
+            return message
+
+    assert asyncio.run(racing()) == "a turn is running: compact between turns"
+
+
+def test_compact_refuses_a_session_another_process_is_running_until_it_ends(
+    tmp_path: Path,
+) -> None:
+    session_id = saved_session(tmp_path)
+    before = len(recorded(tmp_path))
+    slow = write_script(
+        tmp_path,
+        [{"agent_type": "main", "turns": [{"text": "late", "delay_ms": 60000}]}],
+        name="slow.json",
+    )
+    running = start_script(slow, tmp_path, "--resume", session_id, prompt="take your time")
+    try:
+        deadline = time.monotonic() + 60
+        while len(recorded(tmp_path)) == before:  # until the resumed run's request arrives
+            assert running.poll() is None, running.communicate()
+            assert time.monotonic() < deadline, "the resumed run never called the model"
+            time.sleep(0.05)
+        model = f"scripted:{write_script(tmp_path, [compact_entry()], name='compact.json')}"
+        refused = run_cli("compact", session_id, "--model", model, cwd=tmp_path)
+        assert refused.code == 2
+        assert f"compact {session_id}: the session is running in another process" in (
+            refused.stderr
+        )
+        assert len(recorded(tmp_path)) == before + 1, "the refused compaction called no model"
+    finally:
+        os.kill(running.pid, signal.SIGKILL)  # a crash drops the lock with the process
+        running.communicate()
+    compacted = run_cli("compact", session_id, "--model", model, cwd=tmp_path)
+    assert compacted.code == 0, compacted.stderr
+    assert recorded(tmp_path)[-1]["agent_type"] == "compact"

@@ -73,7 +73,7 @@ from subagents.permissions.checker import AskCallback, PermissionChecker
 from subagents.permissions.context import context_from_settings
 from subagents.permissions.hook_conditions import PermissionRuleConditions
 from subagents.permissions.modes import parse_mode
-from subagents.session_compact import MainAgentParts, compact_saved
+from subagents.session_compact import MainAgentParts, compact_held, compact_saved
 from subagents.session_turns import (
     BUDGET_REASON,
     STRUCTURED_OUTPUT_NOTE,
@@ -83,7 +83,8 @@ from subagents.session_turns import (
     session_id_for,
 )
 from subagents.settings import Settings, load_settings
-from subagents.state import ProjectState, canonical_project
+from subagents.state import ProjectState, canonical_project, ensure_private_dir
+from subagents.store import session_lock
 from subagents.store.durable import DurableRecords
 from subagents.store.protocol import Store
 from subagents.store.select import Closable, open_store
@@ -248,6 +249,8 @@ class Session:
         self._closed = False
         self._held = False
         self._turn_running = False
+        self._lock_fd: int | None = None
+        """This process runs the session: ``sessions/<id>.lock`` held shared (``session_lock``)."""
         self._cost_usd = 0.0
         self._budget_kills: set[asyncio.Task[bool]] = set()
         self._observation: Observation | None = None
@@ -564,6 +567,8 @@ class Session:
         self._closed = True
         main = self._main
         if main is None:
+            session_lock.release(self._lock_fd)  # a first turn that failed to set up
+            self._lock_fd = None
             self.writer.close()
             return
         main.poller.cancel()
@@ -816,6 +821,7 @@ class Session:
     async def _open_main(self) -> MainAgent:
         """The first turn sets the session up: the main agent's tools, prompt and context,
         crash recovery of earlier runs, the stop-request poller."""
+        self._hold_session_lock()  # first: a session being compacted starts nothing
         if self.observer is not None:
             # The session span covers every turn; ``close`` ends it.
             self._observation = self.observer.session_started(self.session_id, self.model.name)
@@ -882,6 +888,18 @@ class Session:
         )
         return self._main
 
+    def _hold_session_lock(self) -> None:
+        if not self.options.transcripts:
+            return  # nothing on disk that a compaction could change
+        ensure_private_dir(self.state.sessions_dir)
+        try:
+            self._lock_fd = session_lock.hold_shared(self.state.session_lock(self.session_id))
+        except session_lock.SessionBusy:
+            raise ValueError(
+                f"session {self.session_id} is being compacted by another process; "
+                "run it again when `subagents compact` has finished"
+            ) from None
+
     async def _start_mcp(self) -> None:
         """Kill what a crashed session left running, then start this session's servers."""
         reap_session_servers(self.state)
@@ -930,6 +948,8 @@ class Session:
         full garbage collection that would scan it all later (measured: ~50 ms per full
         collection once a few finished sessions pile up)."""
         self.registry.release()
+        session_lock.release(self._lock_fd)
+        self._lock_fd = None
         self.runtime.on_child_done.clear()
         self.runtime.definitions_watch = None
         self.inbox.expecting = None
@@ -977,13 +997,24 @@ class Session:
     async def compact(
         self, instructions: str | None = None, on_event: EventSink | None = None
     ) -> CompactionResult:
-        """Compact the saved session ``options.resume`` (Claude Code's ``/compact``, see
-        ``session_compact``): the next resume of it continues from the summary."""
+        """Compact the conversation (Claude Code's ``/compact``, see ``session_compact``): a
+        held session that has run a turn in place, between turns; otherwise the saved session
+        ``options.resume``. The next turn, or the next resume, continues from the summary."""
+        if self._closed:
+            raise ValueError("this Session is closed; SessionOptions(resume=...) compacts it")
+        main = self._main
+        if main is not None and main.started:
+            if self._turn_running:
+                raise RuntimeError("a turn is running: compact between turns")
+            if on_event is not None:
+                self._set_sink(on_event)
+            policy = main.job.compaction or self.runtime.compaction_policy(self.model)
+            return await compact_held(main.job, policy, instructions=instructions)
         session_id = self.options.resume
-        if not session_id or self._main is not None or self._closed:
+        if not session_id or main is not None:
             raise ValueError(
-                "Session.compact works on a saved session this Session has not run: "
-                "SessionOptions(resume=<session id>)"
+                "Session.compact works on a held session after its first turn, or on a saved "
+                "session: SessionOptions(resume=<session id>)"
             )
         path = self.state.session_transcript(session_id)
         if not path.exists():
@@ -1012,7 +1043,17 @@ class Session:
             restate=reminders.restated_blocks if reminders else None,
         )
         records = self.store.list_agents(self.cwd, session_id=session_id)
-        return await compact_saved(path, parts, records=records, instructions=instructions)
+        try:
+            lock = session_lock.take_exclusive(self.state.session_lock(session_id))
+        except session_lock.SessionBusy:
+            raise ValueError(
+                f"compact {session_id}: the session is running in another process; compact it "
+                "when it has ended (or with /compact inside it)"
+            ) from None
+        try:
+            return await compact_saved(path, parts, records=records, instructions=instructions)
+        finally:
+            session_lock.release(lock)
 
     def _caller(self) -> ModelCaller:
         return self.runtime.caller(self.model)

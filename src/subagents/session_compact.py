@@ -7,6 +7,10 @@ last read again), and the boundary is appended to the session's transcript, so t
 ``--resume`` continues from the summary. Nothing else runs: no tool call of the history is
 repeated and no child starts. Tool calls a crash left unanswered get their results first (as a
 resume gives them), so the summary request is a valid conversation.
+
+A held session (``Session.hold``: the interactive UI's ``/compact``) is compacted in place
+between turns by ``compact_held``: its live history is replaced and the boundary appended to its
+transcript, so the next turn and a later ``--resume`` both continue from the summary.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from subagents.agents import recovery
+from subagents.agents.agent_run import AgentJob
 from subagents.loop.compaction import CompactionPolicy, CompactionResult, Compactor
 from subagents.loop.history_trim import history_tokens
 from subagents.loop.query import tool_lookup
 from subagents.messages import ContentBlock, user_message
+from subagents.models.pricing import cost_usd
 from subagents.models.retry import ModelCaller
 from subagents.store.records import SidecarRecord
 from subagents.store.transcript import TranscriptWriter
@@ -82,3 +88,46 @@ async def compact_saved(
     finally:
         writer.flush()
         writer.close()
+
+
+async def compact_held(
+    job: AgentJob, policy: CompactionPolicy, *, instructions: str | None = None
+) -> CompactionResult:
+    """Compact a started session's main agent between turns, in place: ``job.messages`` is
+    replaced, the boundary goes to its transcript, and its stats count the summary call."""
+    if not job.messages:
+        raise ValueError("the session has no messages to compact yet")
+    writer = TranscriptWriter(job.transcript) if job.transcript is not None else None
+    stats = job.run.stats
+    try:
+        compactor = Compactor(
+            policy=policy,
+            caller=job.caller,
+            system=job.system,
+            schemas=job.tool_schemas,
+            messages=job.messages,
+            ctx=job.ctx,
+            tools=tool_lookup(job.tools),
+            log=writer,
+            thinking=job.thinking,
+            task_text=job.task_text,
+            restate=job.restate,
+        )
+        result = await compactor.compact(
+            "manual",
+            ordinal=stats.compactions + 1,
+            tokens_before=history_tokens(job.system, job.messages),
+            instructions=instructions,
+            continue_work=False,
+        )
+    finally:
+        if writer is not None:
+            writer.flush()
+            writer.close()
+    stats.usage.add(result.usage)
+    stats.cost_usd += cost_usd(result.model or job.caller.model.name, result.usage)
+    if result.method != "skipped":
+        stats.compactions += 1
+        stats.context_tokens = result.tokens_after
+    job.logged_messages = len(job.messages)  # the new history is in the transcript already
+    return result

@@ -3,6 +3,7 @@
 Layout under a project folder (``<home>/projects/<slug>``)::
 
     sessions/<session_id>.jsonl   the main agent's transcript of a session
+    sessions/<session_id>.lock    held (flock) while a process runs the session
     agents/<agent_id>.jsonl       a child's transcript
     agents/<agent_id>.json        a child's sidecar record (durability)
     tasks/<task_id>.output        a background task's output file
@@ -72,6 +73,10 @@ class ProjectState:
 
     def session_transcript(self, session_id: str) -> Path:
         return self.sessions_dir / f"{session_id}.jsonl"
+
+    def session_lock(self, session_id: str) -> Path:
+        """Held by the process running the session (``store.session_lock``)."""
+        return self.sessions_dir / f"{session_id}.lock"
 
     def agent_transcript(self, agent_id: str) -> Path:
         return self.agents_dir / f"{agent_id}.jsonl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tui_helpers import SIZE, answers, app_for, notices, requests, tool_lines, until
+from tui_helpers import SIZE, answers, app_for, notices, requests, send, tool_lines, until
 
 from subagents.tui.chat import AssistantMessage, ToolLine
 
@@ -73,3 +73,39 @@ async def test_a_compaction_is_a_notice_and_its_summary_is_not_an_answer(
         assert "context compacted (auto, summary)" in notices(app)
         assert answers(app) == ["final answer"], "the summary is not shown as the answer"
     assert [r["agent_type"] for r in requests(tmp_path)] == ["main", "compact", "main"]
+
+
+async def test_slash_compact_summarises_between_turns_and_the_next_turn_continues_from_it(
+    tmp_path: Path,
+) -> None:
+    app = app_for(
+        tmp_path,
+        [
+            {"agent_type": "main", "turns": [{"text": "first answer"}, {"text": "second"}]},
+            {"agent_type": "compact", "turns": [{"text": "SUMMARY-5c1d of the talk"}]},
+        ],
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"hello there", "enter")
+        await until(lambda: answers(app) == ["first answer"] and not app.conversation.busy)
+        await send(app, pilot, "/compact keep the greeting")
+        await until(lambda: "Compacted:" in notices(app), what="the /compact reply")
+        assert "context compacted (manual, summary)" in notices(app)
+        await pilot.press(*"and now", "enter")
+        await until(lambda: answers(app)[-1:] == ["second"] and not app.conversation.busy)
+    main_1, summary, main_2 = requests(tmp_path)
+    assert [r["agent_type"] for r in (main_1, summary, main_2)] == ["main", "compact", "main"]
+    assert "keep the greeting" in str(summary["messages"])
+    assert "SUMMARY-5c1d" in str(main_2["messages"]) and "and now" in str(main_2["messages"])
+    assert "hello there" not in str(main_2["messages"]), "the summary replaced the history"
+
+
+async def test_slash_compact_before_any_turn_says_why_and_the_session_goes_on(
+    tmp_path: Path,
+) -> None:
+    app = app_for(tmp_path, [{"agent_type": "main", "turns": [{"text": "fine"}]}])
+    async with app.run_test(size=SIZE) as pilot:
+        await send(app, pilot, "/compact")
+        await until(lambda: "nothing to compact yet" in notices(app), what="the refusal")
+        await pilot.press(*"hi", "enter")
+        await until(lambda: answers(app) == ["fine"] and not app.conversation.busy)

@@ -2,8 +2,8 @@
 
 A line starting with ``/`` is a command, not a prompt (``//text`` sends ``/text``). Each
 handler acts on the ``Conversation`` (and through it the ``Session``) and returns Markdown for
-the chat; a command it cannot carry out says why. ``/compact`` needs ``Session.compact``, which
-this build has not got yet (issue 18): it says so rather than pretend.
+the chat; a command it cannot carry out says why. ``/compact [instructions]`` summarises the
+held session between turns (``Session.compact``); the next turn continues from the summary.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from datetime import datetime
 
 from subagents.agents.tasks import TaskState
 from subagents.cli.control import apply_permission_updates
+from subagents.cli.progress import human_tokens
 from subagents.cli.session_plan import recent_sessions
 from subagents.session import Session
 from subagents.tui.conversation import Conversation
@@ -30,7 +31,7 @@ HELP = """\
 | `/clear` | start a new conversation (this one stays resumable) |
 | `/model [NAME]` | show or switch the main agent's model |
 | `/permissions [allow\\|deny\\|ask RULE \\| mode MODE]` | show or change the rules |
-| `/compact` | summarise the conversation to free context |
+| `/compact [INSTRUCTIONS]` | summarise the conversation to free context (what to keep: optional) |
 | `/help` | this list |
 | `/quit` | end the session (children are stopped, everything is saved) |
 
@@ -217,11 +218,22 @@ async def _permissions(ctx: CommandContext, args: str) -> str:
     return "\n".join(lines)
 
 
-async def _compact(_ctx: CommandContext, _args: str) -> str:
-    return (
-        "`/compact` is not available in this build: the session has no compaction yet "
-        "(issue 18). Use `/clear` to start afresh."
-    )
+async def _compact(ctx: CommandContext, args: str) -> str:
+    if ctx.conversation.last is None and ctx.session.options.resume is None:
+        raise CommandError("nothing to compact yet: the conversation has no turns")
+    try:
+        result = await ctx.conversation.compact(args.strip() or None)
+    except (ValueError, RuntimeError) as exc:
+        raise CommandError(str(exc)) from None
+    if result.method == "skipped":
+        return f"Not compacted: {result.error or 'a PreCompact hook blocked it'}."
+    before, after = human_tokens(result.tokens_before), human_tokens(result.tokens_after)
+    if result.method == "truncated":
+        return (
+            f"The summary failed ({result.error}); the oldest turns were dropped instead: "
+            f"{before} → {after} tokens."
+        )
+    return f"Compacted: {before} → {after} tokens; the next turn continues from the summary."
 
 
 async def _quit(ctx: CommandContext, _args: str) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from subagents.agents.notifications import escape_runtime_tags
 from subagents.events import Event, EventSink
+from subagents.loop.compaction import CompactionResult
 from subagents.loop.inbox import InboxItem
 from subagents.session import Session, SessionResult
 
@@ -40,6 +41,8 @@ class Conversation:
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     _closed: bool = False
+    _exclusive: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held by a turn and by ``/compact``: a compaction never runs beside a turn."""
 
     def open(self, resume: str | None = None) -> Session:
         self._idle.set()
@@ -74,6 +77,10 @@ class Conversation:
                 await self._wake.wait()
 
     async def _turn(self, session: Session, prompt: str | None) -> None:
+        async with self._exclusive:
+            await self._run_turn(session, prompt)
+
+    async def _run_turn(self, session: Session, prompt: str | None) -> None:
         self.busy = True
         self._idle.clear()
         self.on_state()
@@ -90,6 +97,23 @@ class Conversation:
             self.busy = False
             self._idle.set()
             self.on_state()
+
+    async def compact(self, instructions: str | None) -> CompactionResult:
+        """``/compact``: summarise the held session's history between turns (a turn that is
+        running finishes first; prompts typed meanwhile wait for the compaction)."""
+        session = self.session
+        if session is None:
+            raise ValueError("no session is open")
+        async with self._exclusive:
+            self.busy = True
+            self._idle.clear()
+            self.on_state()
+            try:
+                return await session.compact(instructions)
+            finally:
+                self.busy = False
+                self._idle.set()
+                self.on_state()
 
     def message_agent(self, agent_id: str, text: str) -> str:
         """A person's message to a running child, read at its next turn (as a
@@ -117,6 +141,7 @@ class Conversation:
         self.queued.clear()
         await self._settle()
         old, self.session = self.session, None
+        self.last = None  # the result of the session being replaced
         if old is not None:
             await old.close()
         return self.open(resume)
