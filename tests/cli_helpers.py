@@ -69,8 +69,11 @@ def run_cli(
 
 
 def recorded(folder: Path) -> list[dict[str, Any]]:
-    path = folder / "requests.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The requests recorded so far. A line another process is still appending (large lines
+    take more than one page; the reader takes no lock) is not one yet: only whole lines."""
+    text = (folder / "requests.jsonl").read_text()
+    whole = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in whole.splitlines() if line.strip()]
 
 
 def pid_alive(pid: int) -> bool:

@@ -372,12 +372,21 @@ def read_private(path: Path) -> tuple[bytes, os.stat_result] | None:
 
 def append_locked(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Append ``data`` under an exclusive ``flock`` on the file itself: writers in other
-    processes (teammates appending to one mailbox or record file) never interleave."""
+    processes (teammates appending to one mailbox or record file) never interleave. Only a
+    regular file: a symlink, a FIFO or a device put in its place raises ``UnsafePathError``
+    (opened without blocking, so a FIFO cannot hang the writer)."""
     import fcntl
 
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, mode)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
+        fd = os.open(path, flags, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):  # ENXIO: a FIFO nobody reads
+            raise UnsafePathError(f"{path}: not a regular file; refusing to append") from exc
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafePathError(f"{path}: not a regular file; refusing to append")
         fcntl.flock(fd, fcntl.LOCK_EX)
         _write_all(fd, data)
     finally:

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from subagents.agents.teams.files import TeamError
 from subagents.agents.teams.mailbox import Mailbox
 from subagents.loop.inbox import Inbox, InboxItem
 
@@ -42,6 +43,7 @@ class MailboxWatcher:
         self.interval_s = interval_s
         self._next_line = mailbox.cursor()
         self._size = -1
+        self._failed = ""
         self.task: asyncio.Task[None] | None = None
 
     def start(self, name: str) -> None:
@@ -54,14 +56,26 @@ class MailboxWatcher:
             self.task = None
 
     def check(self) -> None:
-        """Read what arrived since the last check (also called directly, e.g. before idling)."""
+        """Read what arrived since the last check (also called directly, e.g. before idling).
+        A mailbox that cannot be read (not a regular file, gone) is logged once, not raised:
+        it must not end the member's loop."""
         size = self.mailbox.size()
-        if size != self._size:
-            self._size = size
-            for number, message in self.mailbox.unread():
-                if number >= self._next_line:
-                    self._next_line = number + 1
-                    self.on_message(number, message)
+        if size == self._size:
+            return
+        try:
+            found = self.mailbox.unread()
+        except (TeamError, OSError) as exc:
+            if str(exc) != self._failed:
+                self._failed = str(exc)
+                log.warning("mailbox %s: %s", self.mailbox.path, exc)
+            return
+        self._failed = ""
+        # Fully read: wait for the size to change; a read cut at its cap goes on next time.
+        self._size = size if self.mailbox.scanned >= size else -1
+        for number, message in found:
+            if number >= self._next_line:
+                self._next_line = number + 1
+                self.on_message(number, message)
 
     async def _watch(self) -> None:
         while True:
@@ -69,7 +83,7 @@ class MailboxWatcher:
                 self.check()
                 if self.on_tick is not None:
                     self.on_tick()
-            except Exception:  # a bad line or a vanished folder must not end the watcher
+            except Exception:  # a failing callback must not end the watcher
                 log.exception("mailbox %s: check failed", self.mailbox.path)
             await asyncio.sleep(self.interval_s)
 
