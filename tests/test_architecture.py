@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "subagents.json_codec",
             "subagents.messages",
             "subagents.processes",
+            "subagents.runtime_tags",
             "subagents.settings",
             "subagents.state",
         ),

@@ -13,33 +13,12 @@ the runtime itself uses is escaped in the inlined text (``<task-notification`` b
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from subagents.runtime_tags import RUNTIME_TAG_NAMES as RUNTIME_TAG_NAMES
+from subagents.runtime_tags import escape_runtime_tags as escape_runtime_tags
+
 MAX_ERROR_CHARS = 8_000
-RUNTIME_TAG_NAMES = (
-    "task-notification",
-    "task-id",
-    "task-type",
-    "status",
-    "summary",
-    "result",
-    "error",
-    "output-file",
-    "exit-code",
-    "usage",
-    "fork_directive",
-    "system-reminder",
-    "command-output",
-    "teammate-message",
-)
-_RUNTIME_TAGS = re.compile(r"<(/?)(" + "|".join(RUNTIME_TAG_NAMES) + r")\b", re.IGNORECASE)
-
-
-def escape_runtime_tags(text: str) -> tuple[str, bool]:
-    """``text`` with every runtime tag defused, and whether anything was escaped."""
-    escaped, count = _RUNTIME_TAGS.subn(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
-    return escaped, count > 0
 
 
 def cap(text: str, limit: int, output_file: str | None) -> str:

@@ -4,7 +4,8 @@ The message model carries tool results as text (``ToolResultBlock.content``), so
 audio clip or a binary resource becomes one short line saying what it was and how large,
 instead of a base64 blob that would fill the context for nothing. Text blocks are kept in
 order; an embedded text resource is kept under a line naming its URI; a resource link is one line;
-``structuredContent`` is used (as JSON) when the result has no content block at all. Works on
+``structuredContent`` is used (as JSON) when the result has no content block at all; runtime tags
+in the text (``<task-notification>``, ``<system-reminder>`` …) are escaped. Works on
 the SDK's pydantic result objects through their dumped dicts, so nothing here imports the SDK.
 """
 
@@ -14,6 +15,7 @@ import base64
 import json
 from typing import Any
 
+from subagents.runtime_tags import escape_runtime_tags
 from subagents.tools.base import ToolOutput
 
 
@@ -25,6 +27,8 @@ def render_result(result: Any, *, server: str, tool: str) -> ToolOutput:
     if not parts and structured is not None:
         parts.append(json.dumps(structured, ensure_ascii=False, indent=2))
     text = "\n\n".join(p for p in parts if p) or "(the tool returned no content)"
+    # A third-party server's text must not read as the runtime's own messages.
+    text, _ = escape_runtime_tags(text)
     metadata: dict[str, Any] = {"server": server, "tool": tool}
     if structured is not None:
         metadata["structuredContent"] = structured

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import re
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -134,19 +136,41 @@ async def _read_stdout(proc: Any, to_session: Any, process: ServerProcess) -> No
                     return
                 if not line.strip():
                     continue
-                try:
-                    message: Any = SessionMessage(
-                        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    )
-                except ValueError as exc:  # the session surfaces it (as the SDK does)
-                    message = exc
-                await to_session.send(message)
+                await to_session.send(_parsed(line, mcp_types, SessionMessage))
     except Exception:  # the session went away: only the exit watch below matters now
         return
     finally:
         await _exited(proc, 1.0)  # for the exit status in messages; a held pipe only costs 1 s
         process.returncode = proc.returncode
         process.ended.set()
+
+
+_LEADING_ID = re.compile(
+    rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")'
+)
+
+
+def _parsed(line: bytes, mcp_types: Any, session_message: Any) -> Any:
+    """A line as the session's next item: the message, or the parse error (the SDK logs it).
+    An answer that cannot be parsed (nested past the parser's depth, malformed) but names its
+    request id first becomes a JSON-RPC parse error for that request, so the call fails now
+    with the reason instead of waiting out MCP_TOOL_TIMEOUT; unknown ids are ignored."""
+    try:
+        return session_message(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        found = _LEADING_ID.match(line[:512])
+        if found is None:
+            return exc
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        error = {
+            "jsonrpc": "2.0",
+            "id": json.loads(found.group(1)),
+            "error": {
+                "code": -32700,
+                "message": f"the server's answer could not be parsed: {reason}",
+            },
+        }
+        return session_message(mcp_types.jsonrpc_message_adapter.validate_python(error))
 
 
 async def _write_stdin(proc: Any, from_session: Any) -> None:

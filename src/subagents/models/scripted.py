@@ -394,7 +394,13 @@ class ScriptedModel:
         """Load a JSON script (YAML for .yaml/.yml); ``record`` is relative to its folder."""
         path = Path(path)
         script = load_script_file(path)
-        return cls._from_script(script, path.parent, keep_requests=keep_requests, name=name)
+        try:
+            return cls._from_script(script, path.parent, keep_requests=keep_requests, name=name)
+        except RecursionError:  # templates are compiled recursively: a clear error, not a trace
+            raise ScriptError(
+                f"{path}: a turn nests too deeply to compile (keep inputs and texts under a few "
+                "hundred levels)"
+            ) from None
 
     @classmethod
     def from_dict(
