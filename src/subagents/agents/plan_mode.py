@@ -89,6 +89,11 @@ async def _decide(
 ) -> tuple[bool, str]:
     if target == "plan":
         return False, "the agent that started you is in plan mode itself"
+    team = frame.team
+    if team is not None and not team.is_lead:
+        from subagents.agents.teams.plan_approval import ask_lead
+
+        return await ask_lead(team, plan, ctx.abort)  # a teammate's plan is its lead's call
     if any(
         rule.tool == "ExitPlanMode" and rule.specifier is None for rule in checker.context.allow
     ):

@@ -134,8 +134,8 @@ class TeamHost:
         if kind == MEMBER_BUSY:
             self.busy.add(sender)
             return
-        if kind == "idle_notification":
-            self.busy.discard(sender)
+        if kind in ("idle_notification", "plan_approval_request"):
+            self.busy.discard(sender)  # idle, or waiting on the lead: tell the lead now
         assert self.membership is not None
         mailbox = self.membership.mailbox(LEAD_NAME)
         item = InboxItem(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
 
 from subagents.agents.teams.config import TeamDirectory, TeamPaths
 from subagents.agents.teams.files import LEAD_NAME
@@ -17,6 +19,10 @@ class TeamMembership:
     team_name: str
     name: str
     directory: TeamDirectory
+    approvals: dict[str, asyncio.Future[dict[str, Any]]] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
+    """This member's plans waiting for the lead, by request id (``plan_approval``)."""
 
     @property
     def is_lead(self) -> bool:

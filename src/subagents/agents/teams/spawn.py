@@ -22,6 +22,7 @@ from subagents.agents.agent_run import AgentFrame, AgentJob
 from subagents.agents.assembly import assemble
 from subagents.agents.fresh import ChildRequest, definition_spec
 from subagents.agents.runtime import AgentRuntime
+from subagents.agents.teams import plan_approval
 from subagents.agents.teams.files import LEAD_NAME, TeamError
 from subagents.agents.teams.inbox import MailboxWatcher, TeamInbox
 from subagents.agents.teams.mailbox import new_message, render
@@ -126,6 +127,7 @@ class TeammateSide:
         self.watcher.start(f"mailbox:{self.membership.team_name}/{self.membership.name}")
 
     def _arrived(self, line: int, message: dict[str, Any]) -> None:
+        plan_approval.answered(self.membership, message)  # a waiting ExitPlanMode goes on
         mailbox = self.mailbox
         self.inbox.put(
             InboxItem(
