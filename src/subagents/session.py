@@ -841,32 +841,10 @@ class Session:
         await recovery.reconcile_orphans(self.store, self.state, hooks=self.runtime.hooks)
         self._watch_definitions()
         reminders = self._main_reminders(names)
-        frame = AgentFrame(
-            run=run,
-            model=self.model,
-            system=system,
-            tools=tools,
-            tool_schemas=[tool.schema() for tool in tools],
-            messages=[],
-            permission_mode=self.permissions.context.mode,
-            permissions=self.permissions,
-        )
-        ctx = ToolContext(
-            cwd=self.cwd,
-            roots=roots,
-            abort=self.abort,
-            agent=ref,
-            # Held open, the sink may change between turns: go through the session. A one-shot
-            # run keeps the sink itself, so an unwatched run skips building events (``discard``).
-            emit=self._forward if self._held else self.emit,
-            services=self.services,
-            owner=frame,
-            can_use_tool=self.permissions,
-            read_guard=self.permissions,
-            hooks=self.runtime.hooks,
-            observer=self.observer,
-            env=dict(self.settings.env),  # settings `env`: every command; children inherit it
-        )
+        # Held open, the sink may change between turns: go through the session. A one-shot run
+        # keeps the sink itself, so an unwatched run skips building events (``discard``).
+        emit = self._forward if self._held else self.emit
+        frame, ctx = self.main_frame(run, tools, system, [], roots, emit=emit)
         if self.options.resume and self.config.agent_teams:
             frame.team = self.teams.rejoin(self.session_id)
         job = AgentJob(
@@ -913,8 +891,11 @@ class Session:
         system: str,
         messages: list[Message],
         roots: tuple[Path, ...],
+        *,
+        emit: EventSink | None = None,
     ) -> tuple[AgentFrame, ToolContext]:
-        """The main agent's frame and context (a teammate worker's host frame too)."""
+        """The main agent's frame and context (a teammate worker's host frame, and the
+        context a saved session's compaction runs in, too); ``emit`` defaults to the sink."""
         frame = AgentFrame(
             run=run,
             model=self.model,
@@ -930,7 +911,7 @@ class Session:
             roots=roots,
             abort=self.abort,
             agent=run.ref,
-            emit=self.emit,
+            emit=emit or self.emit,
             services=self.services,
             owner=frame,
             can_use_tool=self.permissions,
@@ -1023,19 +1004,11 @@ class Session:
         self.runtime.project_context = await load_project_context(self.cwd)
         tools = self.main_tools()
         reminders = reminders_for(self.runtime, None, [tool.name for tool in tools])
-        ctx = ToolContext(
-            cwd=self.cwd,
-            roots=(self.cwd,),
-            abort=self.abort,
-            agent=AgentRef(agent_id=session_id, agent_type="main"),
-            emit=self.emit,
-            services=self.services,
-            can_use_tool=self.permissions,
-            read_guard=self.permissions,
-            hooks=self.runtime.hooks,
-        )
+        system = self._system_prompt()
+        run = AgentRun(ref=AgentRef(agent_id=session_id, agent_type="main"), prompt="")
+        _, ctx = self.main_frame(run, tools, system, [], (self.cwd,))
         parts = MainAgentParts(
-            system=self._system_prompt(),
+            system=system,
             tools=tools,
             caller=self._caller(),
             policy=self.runtime.compaction_policy(self.model),
