@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "subagents.session",
             "subagents.session_turns",
             "subagents.session_compact",
+            "subagents.session_options",
             "subagents.teammate",
             "subagents.testing",
         ),
