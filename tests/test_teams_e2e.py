@@ -262,10 +262,10 @@ def test_team_tools_are_off_unless_enabled(tmp_path: Path) -> None:
     assert not {"TeamCreate", "TaskCreate"} & names
 
 
-def test_in_process_teammate_on_request(tmp_path: Path) -> None:
-    """``SUBAGENTS_TEAMMATE_MODE=in-process``: the same team, the teammate a task of the lead's
-    process (no worker process), the same metadata, claims, idle and shutdown handshake."""
-    lead = {
+def one_task_lead() -> dict[str, Any]:
+    """A lead that creates team alpha with one task, spawns w1, waits, asks it to shut down
+    and deletes the team."""
+    return {
         "agent_type": "main",
         "turns": [
             {"tool_calls": [tool_call("TeamCreate", team_name="alpha")]},
@@ -282,7 +282,12 @@ def test_in_process_teammate_on_request(tmp_path: Path) -> None:
             {"text": "{{tool_results}}"},
         ],
     }
-    script = write_script(tmp_path, [lead, teammate("w1", work(range(1, 2)))])
+
+
+def test_in_process_teammate_on_request(tmp_path: Path) -> None:
+    """``SUBAGENTS_TEAMMATE_MODE=in-process``: the same team, the teammate a task of the lead's
+    process (no worker process), the same metadata, claims, idle and shutdown handshake."""
+    script = write_script(tmp_path, [one_task_lead(), teammate("w1", work(range(1, 2)))])
     env = {**TEAMS_ENV, "SUBAGENTS_TEAMMATE_MODE": "in-process"}
     result = run_script(script, tmp_path, env=env, timeout=60)
     assert result.code == 0, result.stderr
