@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "subagents.session_turns",
             "subagents.session_compact",
             "subagents.session_options",
+            "subagents.session_setup",
             "subagents.teammate",
             "subagents.testing",
         ),

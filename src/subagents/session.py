@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from subagents.abort import AbortSignal
 from subagents.agents import recovery
@@ -21,13 +21,11 @@ from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun, run_agent
 from subagents.agents.agent_tool import AgentTool
 from subagents.agents.catalog import DefinitionWatch, definition_folders
 from subagents.agents.children import Children
-from subagents.agents.definitions import DefinitionSet, load_definitions
+from subagents.agents.definitions import DefinitionSet
 from subagents.agents.executor import LOCAL
 from subagents.agents.mcp_scope import (
     close_session_servers,
-    load_session_config,
     reap_session_servers,
-    session_servers,
 )
 from subagents.agents.plan_mode import ExitPlanModeTool
 from subagents.agents.project_context import load_project_context
@@ -58,8 +56,6 @@ from subagents.events import (
     SystemEvent,
     discard,
 )
-from subagents.hooks.config import EMPTY_CONFIG, config_from_settings
-from subagents.hooks.engine import HookEngine
 from subagents.loop.compaction import CompactionResult
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome
@@ -67,15 +63,19 @@ from subagents.messages import ContentBlock, Message, Usage, text_block, user_me
 from subagents.models.base import Model
 from subagents.models.pricing import cost_usd, price_for
 from subagents.models.retry import ModelCaller, RetryPolicy
-from subagents.observe import Observation, RunObserver
-from subagents.permissions.checker import PermissionChecker
-from subagents.permissions.context import context_from_settings
-from subagents.permissions.hook_conditions import PermissionRuleConditions
-from subagents.permissions.modes import parse_mode
+from subagents.observe import Observation
 from subagents.session_compact import MainAgentParts, compact_held, compact_saved
 from subagents.session_options import SUBTYPES, reason_text
 from subagents.session_options import SessionOptions as SessionOptions
 from subagents.session_options import SessionResult as SessionResult
+from subagents.session_setup import (
+    session_definitions,
+    session_hooks,
+    session_mcp,
+    session_permissions,
+    session_settings,
+    session_telemetry,
+)
 from subagents.session_turns import (
     BUDGET_REASON,
     STRUCTURED_OUTPUT_NOTE,
@@ -84,7 +84,6 @@ from subagents.session_turns import (
     select_tools,
     session_id_for,
 )
-from subagents.settings import Settings, load_settings
 from subagents.state import ProjectState, canonical_project, ensure_private_dir
 from subagents.store import session_lock
 from subagents.store.durable import DurableRecords
@@ -99,9 +98,6 @@ from subagents.tools.task_stop import TaskStopTool
 from subagents.tools.todo import TodoBoard, TodoWriteTool
 from subagents.tools.web_search import WebSearchTool
 from subagents.tools.worktree_tools import EnterWorktreeTool, ExitWorktreeTool, WorktreeSession
-
-if TYPE_CHECKING:
-    pass
 
 
 class Session:
@@ -145,23 +141,40 @@ class Session:
             cwd=self.cwd,
             state=self.state,
             config=self.config,
-            definitions=options.definitions or self._load_definitions(),
+            definitions=options.definitions
+            or session_definitions(options, self.cwd, self.state, self.warn),
             provider_model=self.model,
             retry=options.retry or RetryPolicy.from_env(),
             fallback=self.fallback,
             transcripts=options.transcripts,
         )
-        self.settings = self._load_settings()
+        self.settings = session_settings(options, self.cwd, self.state)
         for warning in self.settings.warnings:
             self.warn(warning)
         extra_dirs = [*options.additional_dirs, *self.settings.additional_directories]
         self._extra_roots = [self.cwd, *(canonical_project(d) for d in extra_dirs)]
         """File-tool roots until the main agent starts (then its context holds them)."""
-        self.permissions = self._permissions(self.settings)
+        self.permissions = session_permissions(options, self.settings, self.cwd, self.warn)
         self.runtime.permissions = self.permissions
-        self.runtime.hooks = self._hooks(self.settings)
-        self.observer = self.runtime.observer = options.observer or self._telemetry()
-        self._mcp_servers()
+        self.runtime.hooks = session_hooks(
+            options,
+            self.settings,
+            self.runtime.definitions,
+            session_id=self.session_id,
+            transcript=self.state.session_transcript(self.session_id),
+            cwd=self.cwd,
+            warn=self.warn,
+        )
+        self.observer = options.observer or session_telemetry(self.config, self.warn)
+        self.runtime.observer = self.observer
+        self.runtime.mcp = session_mcp(
+            options,
+            self.settings,
+            cwd=self.cwd,
+            state=self.state,
+            session_id=self.session_id,
+            warn=self.warn,
+        )
         self.verification = install_verification(self.runtime, self.inbox)
         self.todos = TodoBoard()
         self.runtime.on_child_done.append(lambda run: self.todos.clear(run.agent_id))
@@ -222,79 +235,6 @@ class Session:
             on_crash=reconcile,
         )
 
-    def _load_settings(self) -> Settings:
-        if not self.options.load_settings:
-            return Settings()
-        return load_settings(
-            cwd=self.cwd,
-            subagents_home=self.state.home,
-            extra_file=self.options.settings_file,
-            trusted=self.options.trusted,
-        )
-
-    def _mcp_servers(self) -> None:
-        """The session's MCP servers (started by the run); the configuration's warnings."""
-        options = self.options
-        config = load_session_config(
-            cwd=self.cwd,
-            state=self.state,
-            settings=self.settings.values,
-            cli_configs=options.mcp_config,
-            extra=options.mcp_servers,
-            strict=options.strict_mcp_config or not options.load_settings,
-            trusted=options.trusted,
-        )
-        self.runtime.mcp = session_servers(
-            config, cwd=self.cwd, state=self.state, session_id=self.session_id,
-            sdk=options.mcp_sdk, warn=self.warn,
-        )  # fmt: skip
-        for warning in config.warnings:
-            self.warn(warning)
-
-    def _permissions(self, settings: Settings) -> PermissionChecker:
-        mode = parse_mode(self.options.permission_mode) if self.options.permission_mode else None
-        context = context_from_settings(
-            settings,
-            cwd=self.cwd,
-            mode=mode,
-            allowed_tools=self.options.allowed_tools,
-            disallowed_tools=self.options.disallowed_tools,
-            on_warning=self.warn,
-        )
-        return PermissionChecker(context=context, ask_callback=self.options.ask_callback)
-
-    def _hooks(self, settings: Settings) -> HookEngine | None:
-        """The session's hook engine: settings hooks and ``SessionOptions.hooks`` (an SDK's
-        callbacks), plus a place for definitions' own frontmatter hooks, which must run even
-        when no settings file has a hook."""
-        config = config_from_settings(settings)  # HookConfigError names the bad file
-        if self.options.hooks is not None:
-            config = self.options.hooks if config is None else config.merged(self.options.hooks)
-        definitions = self.runtime.definitions.definitions.values()
-        if config is None and not any(d.hooks for d in definitions):
-            return None  # no hook anywhere: the loop skips the hook calls altogether
-        for warning in config.warnings if config is not None else ():
-            self.warn(warning)
-        return HookEngine(
-            config or EMPTY_CONFIG,
-            session_id=self.session_id,
-            transcript_path=self.state.session_transcript(self.session_id),
-            project_dir=self.cwd,
-            on_warning=self.warn,
-            conditions=PermissionRuleConditions(),
-        )
-
-    def _telemetry(self) -> RunObserver | None:
-        if not self.config.telemetry:
-            return None
-        from subagents.telemetry import from_environment
-
-        try:
-            return from_environment()
-        except (ImportError, ValueError) as exc:  # a broken set-up must not cost the run
-            self.warn(f"telemetry is off: {exc}")
-            return None
-
     def warn(self, message: str) -> None:
         """Record a warning for the user; once the run has started it is also emitted at once
         as a ``system``/``warning`` event (earlier ones are emitted right after ``init``)."""
@@ -315,22 +255,6 @@ class Session:
     def agents(self) -> list[AgentRun]:
         """Every agent run of this session, the main agent first."""
         return self.runtime.agents
-
-    def _load_definitions(self) -> DefinitionSet:
-        definitions = load_definitions(
-            cwd=self.cwd,
-            subagents_home=self.state.home,
-            trusted=self.options.trusted,
-            cli_agents=self.options.agents_json,
-        )
-        cli_errors = definitions.cli_errors()
-        if cli_errors:
-            raise ValueError("; ".join(str(e) for e in cli_errors))
-        for error in definitions.errors:
-            self.warn(f"agent definition skipped: {error}")
-        for warning in definitions.warnings:
-            self.warn(warning)
-        return definitions
 
     # -- public -------------------------------------------------------------------------------
 
@@ -555,7 +479,7 @@ class Session:
         home, trusted = Path.home(), self.options.trusted
         watch = DefinitionWatch(
             folders=lambda: definition_folders(self.cwd, home, self.state.home, trusted),
-            load=self._load_definitions,
+            load=lambda: session_definitions(self.options, self.cwd, self.state, self.warn),
             on_reload=self._definitions_reloaded,
         )
         watch.prime()
