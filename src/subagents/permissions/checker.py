@@ -142,10 +142,12 @@ class PermissionChecker:
         tracker = self.trackers.get(agent_id)
         return tracker is not None and tracker.breaker_tripped
 
-    def read_denial(self, path: Path, *, asks: bool) -> str | None:
+    def read_denial(self, path: Path | str, *, asks: bool) -> str | None:
         """This agent's read rules for one file a tool touches (``tools.base.ReadGuard``)."""
         context = self.context
-        return read_denial(context.deny, context.ask, context.scope, path, asks=asks)
+        if not context.deny and not (asks and context.ask):
+            return None  # no rules: every Read of most sessions, no path object to build
+        return read_denial(context.deny, context.ask, context.scope, Path(path), asks=asks)
 
     def agent_type_denial(self, agent_type: str) -> str | None:
         """Refusal text when a deny rule forbids spawning ``agent_type`` (see the context)."""

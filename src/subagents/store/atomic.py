@@ -269,6 +269,12 @@ def needs_sync(device: int) -> bool:
     return kind not in MEMORY_FILE_SYSTEMS
 
 
+def file_system_kind(device: int) -> str | None:
+    """The file system type (``ext4``, ``tmpfs``, ``nfs4``...) of ``device`` (an ``st_dev``),
+    None when not known (mounted after the mount table was first read)."""
+    return _file_system_kinds().get((os.major(device), os.minor(device)))
+
+
 @functools.cache
 def _file_system_kinds() -> dict[tuple[int, int], str]:
     """``(major, minor) -> file system type`` of every mount, from ``/proc/self/mountinfo``

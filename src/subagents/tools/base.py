@@ -93,7 +93,7 @@ class ReadGuard(Protocol):
     A call's permission check sees one path; Grep and Glob then touch every file below it, and
     Edit shows the content it changed. Each such file is put to ``read_denial`` first."""
 
-    def read_denial(self, path: Path, *, asks: bool) -> str | None:
+    def read_denial(self, path: Path | str, *, asks: bool) -> str | None:
         """Why reading the resolved ``path`` is refused (naming the rule), or None.
 
         ``asks``: an ``ask`` rule refuses too (a file met inside a search cannot be asked for

@@ -23,22 +23,38 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_module
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from subagents.tools.base import ToolError
-from subagents.tools.paths import is_inside
+from subagents.tools.base import ToolContext, ToolError
+from subagents.tools.paths import (
+    allowed_roots,
+    is_inside,
+    plain_path,
+    refuse_denied_read,
+    resolve_path,
+)
 
 _DIR_FLAGS = os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_PATH", os.O_RDONLY)
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
+class SymlinkOnPath(ToolError):
+    """A component of the path is a symbolic link now (``ELOOP`` from ``O_NOFOLLOW``, or the
+    last component seen as one). A caller that opened a path it had not resolved
+    (``open_tool_path``'s shortcut) resolves it and tries again; for a resolved path it means
+    something was swapped in after the check, and the message says so."""
+
+
 @dataclass(frozen=True, slots=True)
 class OpenedFile:
-    """A descriptor of a regular file, and whether the file existed before this open."""
+    """A descriptor of a regular file, whether the file existed before this open, and its
+    ``fstat`` right after the open."""
 
     fd: int
     existed: bool
+    stat: os.stat_result
 
 
 def kind_of(mode: int) -> str:
@@ -56,6 +72,58 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
+def open_tool_path(
+    raw: str,
+    ctx: ToolContext,
+    flags: int,
+    *,
+    explain: Callable[[str, OSError], ToolError],
+    denied_reads: bool = True,
+) -> tuple[str, OpenedFile]:
+    """The resolved path a file tool's ``raw`` path names, and that file opened below its root.
+
+    The usual path has no symbolic link in it, and then resolving it (an ``lstat`` per
+    component) only says what the text already says: it is opened as written
+    (``paths.plain_path``), one component at a time with ``O_NOFOLLOW`` as always. If a
+    component is a link, that open fails before anything is read (``SymlinkOnPath``), and the
+    path is resolved (``resolve_path``: the link followed, the result confined) and opened again
+    the same way. ``denied_reads``: deny rules are checked on the resolved path
+    (``refuse_denied_read``) before anything is read (on the plain way: once the open has
+    shown that it is the resolved path). ``explain`` turns an ``OSError`` of the open
+    (a missing file, a directory) into the tool's message for that path."""
+    plain = plain_path(raw, ctx)
+    if plain is not None:
+        root, below = plain
+        path = f"{root}/{below}" if str(root) != "/" else f"/{below}"
+        try:
+            opened = _open_below(root, below.split("/"), path, flags, make_parents=False)
+        except SymlinkOnPath:
+            pass  # a link on the way: resolve it (it may lead outside) and open the result
+        except OSError as exc:
+            raise explain(path, exc) from None
+        else:  # no link on the way: ``path`` is the resolved path
+            if denied_reads:
+                _refuse_opened(opened, path, ctx)
+            return path, opened
+    resolved = resolve_path(raw, ctx)
+    path = str(resolved)
+    if denied_reads:
+        refuse_denied_read(path, ctx)
+    try:
+        return path, open_confined(resolved, allowed_roots(ctx), flags)
+    except OSError as exc:
+        raise explain(path, exc) from None
+
+
+def _refuse_opened(opened: OpenedFile, path: str, ctx: ToolContext) -> None:
+    """``refuse_denied_read`` after the open (nothing read yet), closing a refused file."""
+    try:
+        refuse_denied_read(path, ctx)
+    except BaseException:
+        os.close(opened.fd)
+        raise
+
+
 def open_confined(
     path: Path, roots: tuple[Path, ...], flags: int, *, make_parents: bool = False
 ) -> OpenedFile:
@@ -64,10 +132,16 @@ def open_confined(
     ``flags`` are the access flags (``O_RDONLY``, ``O_WRONLY | O_CREAT | O_TRUNC``...).
     ``make_parents`` creates missing directories (each one relative to its parent's
     descriptor). Raises ``FileNotFoundError`` for a missing file or directory,
-    ``IsADirectoryError`` for a directory, and ``ToolError`` for anything else refused.
+    ``IsADirectoryError`` for a directory, ``SymlinkOnPath`` for a symbolic link met on the
+    way, and ``ToolError`` for anything else refused.
     """
     root = _root_of(path, roots)
-    parts = path.relative_to(root).parts
+    return _open_below(root, path.relative_to(root).parts, path, flags, make_parents)
+
+
+def _open_below(
+    root: Path, parts: tuple[str, ...] | list[str], path: Path | str, flags: int, make_parents: bool
+) -> OpenedFile:
     if not parts:
         raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
     directory = _open_dir(os.fspath(root), None, path)
@@ -88,7 +162,7 @@ def _root_of(path: Path, roots: tuple[Path, ...]) -> Path:
     return max(inside, key=lambda root: len(root.parts))
 
 
-def _descend(directory: int, part: str, path: Path, make: bool) -> int:
+def _descend(directory: int, part: str, path: Path | str, make: bool) -> int:
     """The descriptor of ``part`` below ``directory``, created first when ``make``."""
     try:
         return _open_dir(part, directory, path)
@@ -102,16 +176,16 @@ def _descend(directory: int, part: str, path: Path, make: bool) -> int:
     return _open_dir(part, directory, path)
 
 
-def _open_dir(name: str, directory: int | None, path: Path) -> int:
+def _open_dir(name: str, directory: int | None, path: Path | str) -> int:
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=directory)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise ToolError(_refused(path, name, directory, exc)) from None
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # O_PATH: a symlink is ENOTDIR
+            raise _refusal(path, name, directory, exc) from None
         raise
 
 
-def _open_file(directory: int, name: str, path: Path, flags: int) -> OpenedFile:
+def _open_file(directory: int, name: str, path: Path | str, flags: int) -> OpenedFile:
     existed = True
     try:
         before = os.stat(name, dir_fd=directory, follow_symlinks=False)
@@ -120,29 +194,31 @@ def _open_file(directory: int, name: str, path: Path, flags: int) -> OpenedFile:
     else:
         if stat_module.S_ISDIR(before.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if stat_module.S_ISLNK(before.st_mode):
+            raise SymlinkOnPath(_special(path, before.st_mode))
         if not stat_module.S_ISREG(before.st_mode):
             raise ToolError(_special(path, before.st_mode))
     try:
         fd = os.open(name, flags | _FILE_FLAGS, 0o666, dir_fd=directory)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink or a FIFO swapped in
-            raise ToolError(_refused(path, name, directory, exc)) from None
+            raise _refusal(path, name, directory, exc) from None
         raise
-    mode = os.fstat(fd).st_mode
-    if not stat_module.S_ISREG(mode):
+    status = os.fstat(fd)
+    if not stat_module.S_ISREG(status.st_mode):
         os.close(fd)
-        raise ToolError(_special(path, mode))
-    return OpenedFile(fd=fd, existed=existed)
+        raise ToolError(_special(path, status.st_mode))
+    return OpenedFile(fd=fd, existed=existed, stat=status)
 
 
-def _special(path: Path, mode: int) -> str:
+def _special(path: Path | str, mode: int) -> str:
     return (
         f"{path} is {kind_of(mode)}, not a regular file; the file tools only read and write "
         "regular files (a pipe or device could block or never end)."
     )
 
 
-def _refused(path: Path, name: str, directory: int | None, exc: OSError) -> str:
+def _refusal(path: Path | str, name: str, directory: int | None, exc: OSError) -> ToolError:
     """Why a component could not be opened: a plain file where a directory is needed, or
     something (a symlink, a FIFO) that was not there when the path was checked."""
     try:
@@ -150,9 +226,10 @@ def _refused(path: Path, name: str, directory: int | None, exc: OSError) -> str:
     except OSError:
         mode = 0
     if stat_module.S_ISREG(mode) and exc.errno == errno.ENOTDIR:
-        return f"Cannot use {path}: '{name}' is a file, not a directory."
+        return ToolError(f"Cannot use {path}: '{name}' is a file, not a directory.")
     found = kind_of(mode) if mode else "gone"
-    return (
+    kind = SymlinkOnPath if stat_module.S_ISLNK(mode) or exc.errno == errno.ELOOP else ToolError
+    return kind(
         f"Refused {path}: '{name}' is now {found}, not what it was when the path was checked "
         f"({exc.strerror}); something was put in its place meanwhile. Nothing was read or "
         "written."

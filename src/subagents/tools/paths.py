@@ -40,7 +40,7 @@ def _valid_path_text(raw: str) -> str:
         ) from None
     if len(encoded) > MAX_PATH_BYTES:
         raise ValueError(f"the path is {len(encoded):,} bytes long; at most {MAX_PATH_BYTES}")
-    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    longest = max(map(len, encoded.split(b"/")))
     if longest > MAX_NAME_BYTES:
         raise ValueError(
             f"one name in the path is {longest} bytes long; a file name holds at most "
@@ -64,6 +64,36 @@ def _resolved_roots(roots: tuple[Path, ...]) -> tuple[Path, ...]:
     # Resolving a root costs an lstat per component on every call; the roots of a session are
     # fixed (the project, its worktrees, added directories), so each tuple is resolved once.
     return tuple(_resolve(root, str(root)) for root in roots)
+
+
+@functools.lru_cache(maxsize=256)
+def _root_prefixes(roots: tuple[Path, ...]) -> tuple[tuple[str, Path], ...]:
+    # Longest first, so the first root a path starts with is the one that holds it.
+    ordered = sorted(roots, key=lambda root: len(root.parts), reverse=True)
+    return tuple((str(root).rstrip("/") + "/", root) for root in ordered)
+
+
+def plain_path(raw: str, ctx: ToolContext) -> tuple[Path, str] | None:
+    """``(root, path below it)`` for ``raw`` found by text alone, or None: resolve it instead.
+
+    When no component of the path is a symbolic link, resolving it only makes it absolute
+    (from the resolved ``cwd``) and drops empty and ``.`` parts, which is what this does without
+    an ``lstat`` per component. Whether a component *is* a link the caller learns when it opens
+    the path one component at a time with ``O_NOFOLLOW`` (``confined.open_tool_path``): a link
+    fails that open, and the caller resolves the path (``resolve_path``) and opens it again. A
+    ``..`` (a link before it would redirect it) and ``~`` always take the resolving way."""
+    if not raw or raw[0] == "~" or "\x00" in raw:
+        return None
+    if raw[0] != "/":
+        raw = f"{_resolved_roots((ctx.cwd,))[0]}/{raw}"
+    names = [name for name in raw.split("/") if name and name != "."]
+    if ".." in names or raw.startswith("//"):
+        return None  # "//" is a name of its own on POSIX; leave it to the resolver
+    text = "/" + "/".join(names)
+    for prefix, root in _root_prefixes(allowed_roots(ctx)):
+        if text.startswith(prefix):
+            return root, text[len(prefix) :]
+    return None
 
 
 def resolve_path(raw: str, ctx: ToolContext) -> Path:
@@ -111,7 +141,7 @@ def _resolve(path: Path, raw: str) -> Path:
         raise ToolError(f"Cannot resolve path '{raw}': {exc}") from exc
 
 
-def refuse_denied_read(path: Path, ctx: ToolContext) -> None:
+def refuse_denied_read(path: Path | str, ctx: ToolContext) -> None:
     """``ToolError`` when a deny rule forbids reading the resolved ``path`` (Read, Edit).
 
     The call's own check already matched the rules against this path; this repeats it on the

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import functools
+import io
+import operator
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -20,10 +23,11 @@ from typing import BinaryIO
 
 from pydantic import Field
 
+from subagents.store.atomic import file_system_kind
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.confined import open_confined
-from subagents.tools.paths import PathText, allowed_roots, refuse_denied_read, resolve_path
+from subagents.tools.confined import OpenedFile, open_tool_path
+from subagents.tools.paths import PathText, allowed_roots
 
 DEFAULT_LINE_LIMIT = 2000
 MAX_LINE_CHARS = 2000
@@ -77,60 +81,177 @@ class ReadTool(Tool[ReadInput]):
         return True
 
     async def call(self, args: ReadInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
-        path = resolve_path(args.file_path, ctx)
-        refuse_denied_read(path, ctx)
-        roots = allowed_roots(ctx)
-        content, mtime_ns = await asyncio.to_thread(read_file, path, args.offset, args.limit, roots)
-        ctx.read_files[str(path)] = mtime_ns
+        read: tuple[str, int] | None = None
+        if all(reads_inline(root) for root in allowed_roots(ctx)):
+            path, opened = _open(args.file_path, ctx)
+            read = _read_small(opened, path, args)
+        if read is None:
+            # A long file (streamed up to ``offset``), or a network or unknown file system
+            # that may block for as long as it likes: not on the loop, where it would stop
+            # every agent. Opened again there, so the thread owns its descriptor.
+            path, (content, mtime_ns) = await asyncio.to_thread(_read_path, args, ctx)
+        else:
+            content, mtime_ns = read
+        ctx.read_files[path] = mtime_ns
         return ToolOutput(content=content)
 
 
-def read_file(
-    path: Path, offset: int | None, limit: int | None, roots: tuple[Path, ...]
-) -> tuple[str, int]:
-    """The tool's answer for ``path`` and the mtime (ns) of the file that was read."""
-    with _open(path, roots) as handle:
-        stat = _check_readable(handle, path, offset, limit)
-        if stat.st_size == 0:
-            return f"(The file {path} exists but is empty.)", stat.st_mtime_ns
-        start = max(offset or 1, 1)
-        count = limit or DEFAULT_LINE_LIMIT
-        excerpt = _numbered_lines(handle, start, count)
-        if excerpt.last < excerpt.first:
-            handle.seek(0)
-            total = _count_lines(handle)
-            notice = (
-                f"(The file {path} has {total} lines; offset {start} is past its end. "
-                "Use a smaller offset.)"
-            )
-            return notice, stat.st_mtime_ns
-    text = excerpt.text
-    if excerpt.more:
-        text += (
-            f"\n\n(Showing lines {excerpt.first}-{excerpt.last}. More lines follow: "
-            f"continue with offset={excerpt.last + 1}.)"
-        )
-    return text, stat.st_mtime_ns
+INLINE_FILE_SYSTEMS = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "bcachefs", "zfs", "jfs", "overlay"}
+    | {"tmpfs", "ramfs", "vfat", "exfat", "ntfs3", "squashfs", "erofs", "iso9660", "udf"}
+)
+"""Local file systems: a small file there is read on the event loop (a thread hand-off per
+call cost several times the read: docs/performance.md, rule 1). Anything else (NFS, SMB, FUSE,
+or not known) is read in a worker thread."""
 
 
-def _open(path: Path, roots: tuple[Path, ...]) -> BinaryIO:
+@functools.lru_cache(maxsize=256)
+def reads_inline(root: Path) -> bool:
+    """Whether files below ``root`` (a resolved allowed root) are read on the loop."""
     try:
-        opened = open_confined(path, roots, os.O_RDONLY)
-    except FileNotFoundError:
-        raise ToolError(f"File does not exist: {path}") from None
-    except IsADirectoryError:
-        raise ToolError(
+        device = os.stat(root).st_dev
+    except OSError:
+        return False
+    return file_system_kind(device) in INLINE_FILE_SYSTEMS
+
+
+def _read_small(opened: OpenedFile, path: str, args: ReadInput) -> tuple[str, int] | None:
+    """The answer and mtime from a small file on a local file system (one ``read``, on the
+    loop); None for any other file (the descriptor is closed either way)."""
+    stat = opened.stat
+    try:
+        if stat.st_size > MAX_FILE_BYTES:
+            return None
+        if file_system_kind(stat.st_dev) not in INLINE_FILE_SYSTEMS:
+            return None
+        data = _whole(opened.fd, stat.st_size)
+    finally:
+        os.close(opened.fd)
+    if data is None:
+        return None
+    if len(data) > MAX_LINE_BYTES:  # a line may be longer than is held of one: the general way
+        return _answer(io.BytesIO(data), stat, path, args.offset, args.limit), stat.st_mtime_ns
+    return _answer_short(data, path, args.offset, args.limit), stat.st_mtime_ns
+
+
+def _whole(fd: int, size: int) -> bytes | None:
+    """The file's bytes, or None when it has grown past ``MAX_FILE_BYTES`` since its ``fstat``
+    (then it is streamed like a long file). A read shorter than asked for is the end of a
+    regular file; one that returned less than ``size`` is confirmed by reading on."""
+    chunks: list[bytes] = []
+    total, wanted = 0, size + 1
+    while True:
+        chunk = os.read(fd, wanted)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > MAX_FILE_BYTES:
+            return None
+        if not chunk or (len(chunk) < wanted and total == size):
+            return chunk if len(chunks) == 1 else b"".join(chunks)
+        wanted = MAX_FILE_BYTES + 1 - total
+
+
+def _read_path(args: ReadInput, ctx: ToolContext) -> tuple[str, tuple[str, int]]:
+    """Open and read (in a worker thread): the path, and the answer with the mtime."""
+    path, opened = _open(args.file_path, ctx)
+    with os.fdopen(opened.fd, "rb") as handle:
+        stat = opened.stat
+        return path, (_answer(handle, stat, path, args.offset, args.limit), stat.st_mtime_ns)
+
+
+def _answer(
+    handle: BinaryIO, stat: os.stat_result, path: str, offset: int | None, limit: int | None
+) -> str:
+    """The tool's answer for ``path`` from its content in ``handle``."""
+    _check_readable(handle, stat, path, offset, limit)
+    if stat.st_size == 0:
+        return f"(The file {path} exists but is empty.)"
+    start = max(offset or 1, 1)
+    count = limit or DEFAULT_LINE_LIMIT
+    excerpt = _numbered(bounded_lines(handle), start, count)
+    if excerpt.last < excerpt.first:
+        handle.seek(0)
+        return _past_the_end(path, _count_lines(handle), start)
+    return _with_continuation(excerpt)
+
+
+def _answer_short(data: bytes, path: str, offset: int | None, limit: int | None) -> str:
+    """``_answer`` for a file of at most ``MAX_LINE_BYTES`` held in ``data``: the same text,
+    split at once instead of line by line (no line can be longer than is held of one)."""
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        raise ToolError(_binary(path))
+    if not data:
+        return f"(The file {path} exists but is empty.)"
+    text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if not lines[-1]:
+        lines.pop()  # the newline that ends the last line
+    if "\r" in text:
+        lines = [line.removesuffix("\r") for line in lines]
+    start = max(offset or 1, 1)
+    count = limit or DEFAULT_LINE_LIMIT
+    window = lines[start - 1 : start - 1 + count]
+    if not window:
+        return _past_the_end(path, len(lines), start)
+    if len(data) + 8 * len(window) > MAX_OUTPUT_CHARS or max(map(len, window)) > MAX_LINE_CHARS:
+        excerpt = _numbered(((line, 0) for line in lines), start, count)
+    else:
+        last = start + len(window) - 1
+        numbered = "\n".join(map(operator.add, _line_numbers(start, last), window))
+        excerpt = _Excerpt(text=numbered, first=start, last=last, more=len(lines) > last)
+    return _with_continuation(excerpt)
+
+
+@functools.cache
+def _first_line_numbers() -> tuple[str, ...]:
+    """``"     1\t"`` .. for the first ``DEFAULT_LINE_LIMIT`` lines, made once: numbering a
+    short file by slicing these costs a third of formatting each number."""
+    return tuple(f"{n:>6}\t" for n in range(1, DEFAULT_LINE_LIMIT + 1))
+
+
+def _line_numbers(first: int, last: int) -> Sequence[str]:
+    if last <= DEFAULT_LINE_LIMIT:
+        return _first_line_numbers()[first - 1 : last]
+    return [f"{n:>6}\t" for n in range(first, last + 1)]
+
+
+def _past_the_end(path: str, total: int, start: int) -> str:
+    return (
+        f"(The file {path} has {total} lines; offset {start} is past its end. "
+        "Use a smaller offset.)"
+    )
+
+
+def _with_continuation(excerpt: _Excerpt) -> str:
+    if not excerpt.more:
+        return excerpt.text
+    return (
+        f"{excerpt.text}\n\n(Showing lines {excerpt.first}-{excerpt.last}. More lines follow: "
+        f"continue with offset={excerpt.last + 1}.)"
+    )
+
+
+def _binary(path: str) -> str:
+    return f"{path} looks like a binary file (it contains NUL bytes); Read only shows text files."
+
+
+def _open(raw: str, ctx: ToolContext) -> tuple[str, OpenedFile]:
+    return open_tool_path(raw, ctx, os.O_RDONLY, explain=_explain)
+
+
+def _explain(path: str, exc: OSError) -> ToolError:
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(f"File does not exist: {path}")
+    if isinstance(exc, IsADirectoryError):
+        return ToolError(
             f"{path} is a directory, not a file. Use Glob or Bash `ls` to list its contents."
-        ) from None
-    except OSError as exc:
-        raise ToolError(f"Cannot read {path}: {exc.strerror or exc}") from None
-    return os.fdopen(opened.fd, "rb")
+        )
+    return ToolError(f"Cannot read {path}: {exc.strerror or exc}")
 
 
 def _check_readable(
-    handle: BinaryIO, path: Path, offset: int | None, limit: int | None
-) -> os.stat_result:
-    stat = os.fstat(handle.fileno())
+    handle: BinaryIO, stat: os.stat_result, path: str, offset: int | None, limit: int | None
+) -> None:
     if stat.st_size > MAX_FILE_BYTES and offset is None and limit is None:
         raise ToolError(
             f"File {path} is {stat.st_size:,} bytes, more than the {MAX_FILE_BYTES // 1024} KiB "
@@ -138,19 +259,17 @@ def _check_readable(
             "offset=1, limit=500), or use Grep to find the lines you need."
         )
     if b"\x00" in handle.read(BINARY_SNIFF_BYTES):
-        raise ToolError(
-            f"{path} looks like a binary file (it contains NUL bytes); Read only shows text files."
-        )
+        raise ToolError(_binary(path))
     handle.seek(0)
-    return stat
 
 
-def _numbered_lines(handle: BinaryIO, start: int, count: int) -> _Excerpt:
-    """Lines ``start``..``start+count-1`` numbered ``cat -n`` style, cut at the output cap."""
+def _numbered(every: Iterator[tuple[str, int]], start: int, count: int) -> _Excerpt:
+    """Lines ``start``..``start+count-1`` of ``every`` (each as ``bounded_lines`` yields it)
+    numbered ``cat -n`` style, cut at the output cap."""
     parts: list[str] = []
     size = 0
     last = start - 1
-    lines = islice(bounded_lines(handle), start - 1, None)
+    lines = islice(every, start - 1, None)
     for number, line in enumerate(lines, start):
         if number >= start + count:
             return _Excerpt(text="\n".join(parts), first=start, last=last, more=True)

@@ -1,0 +1,220 @@
+"""Read's short way (issue 20 item 3): a plain path opened without resolving it, a small file on
+a local file system read on the loop in one ``read`` and numbered at once. Each test holds the
+short way to what the long way guarantees: the same answer, no symlink followed outside, deny
+rules on the path that is opened, network file systems kept off the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagents.abort import AbortSignal
+from subagents.events import AgentRef
+from subagents.tools import read as read_module
+from subagents.tools.base import CallInfo, ToolContext, ToolError, ToolOutput
+from subagents.tools.read import MAX_FILE_BYTES, MAX_LINE_BYTES, ReadTool
+
+READS = 300
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (tmp_path / "outside").mkdir()
+    return root
+
+
+def context(repo: Path, **extra: Any) -> ToolContext:
+    agent = AgentRef(agent_id="a", agent_type="m")
+    return ToolContext(cwd=repo, roots=(repo,), abort=AbortSignal(), agent=agent, **extra)
+
+
+async def read(ctx: ToolContext, **raw: Any) -> str:
+    tool = ReadTool()
+    args = tool.input_model.model_validate(raw)
+    try:
+        out = await tool.call(args, ctx, CallInfo(tool_use_id="t", progress=lambda d: None))
+    except ToolError as exc:
+        return f"error: {exc}"
+    assert isinstance(out, ToolOutput)
+    return out.content
+
+
+def long_way(data: bytes, offset: int | None, limit: int | None) -> str:
+    stat = os.stat_result((0o100644, 0, 0, 1, 0, 0, len(data), 0, 0, 0))
+    try:
+        return read_module._answer(io.BytesIO(data), stat, "/f", offset, limit)
+    except ToolError as exc:
+        return f"error: {exc}"
+
+
+def short_way(data: bytes, offset: int | None, limit: int | None) -> str:
+    try:
+        return read_module._answer_short(data, "/f", offset, limit)
+    except ToolError as exc:
+        return f"error: {exc}"
+
+
+def random_text(rng: random.Random) -> bytes:
+    pieces = [
+        b"plain line",
+        b"",
+        b"caf\xc3\xa9 \xe2\x82\xac",
+        b"broken \xe2\x82",  # a sequence cut short just before the line end
+        b"\xff\xfe lone bytes",
+        b"windows\r",
+        b"\r",
+        b"x" * rng.choice((1999, 2000, 2001, 5000)),
+        b"\xc3\xa9" * 1500,  # 3,000 bytes, 1,500 characters
+        b"\t tabs \t",
+    ]
+    lines = [rng.choice(pieces) for _ in range(rng.choice((0, 1, 2, 5, 40, 3000)))]
+    data = b"\n".join(lines)
+    if rng.random() < 0.5:
+        data += b"\n"
+    return data[:MAX_LINE_BYTES]
+
+
+def test_the_short_way_answers_exactly_as_the_long_way() -> None:
+    rng = random.Random(20)
+    for _ in range(400):
+        data = random_text(rng)
+        offset = rng.choice((None, 0, 1, 2, 7, 2500, 10**6))
+        limit = rng.choice((None, 1, 3, 2000, 2500))
+        assert short_way(data, offset, limit) == long_way(data, offset, limit), (offset, limit)
+    assert short_way(b"a\x00b", None, None) == long_way(b"a\x00b", None, None)
+    assert short_way(b"", None, None) == long_way(b"", None, None)
+
+
+async def test_reads_racing_a_symlink_swap_never_show_outside(repo: Path) -> None:
+    """``sub`` is swapped for a link to a folder holding a secret of the same name while Reads
+    of ``sub/f.txt`` run: each answer is the file inside or a refusal, never the secret."""
+    outside = repo.parent / "outside"
+    (outside / "f.txt").write_text("TOP SECRET\n")
+    (repo / "sub").mkdir()
+    (repo / "sub" / "f.txt").write_text("inside\n")
+    stop = threading.Event()
+    swaps = 0
+
+    def swap() -> None:
+        nonlocal swaps
+        sub, real = repo / "sub", repo / "sub.real"
+        while not stop.is_set():
+            os.rename(sub, real)
+            os.symlink(outside, sub)
+            os.unlink(sub)
+            os.rename(real, sub)
+            swaps += 1
+
+    thread = threading.Thread(target=swap, daemon=True)
+    thread.start()
+    ctx = context(repo)
+    try:
+        answers = []
+        for _ in range(READS):  # one at a time, so the swapper runs between them
+            answers.append(await read(ctx, file_path="sub/f.txt"))
+            await asyncio.sleep(0)
+    finally:
+        stop.set()
+        thread.join()
+    assert swaps > 0
+    assert not [a for a in answers if "SECRET" in a]
+    assert any(a == "     1\tinside" for a in answers)
+
+
+async def test_a_link_inside_is_followed_and_one_leading_outside_refused(repo: Path) -> None:
+    outside = repo.parent / "outside"
+    (outside / "secret.txt").write_text("TOP SECRET\n")
+    (repo / "real").mkdir()
+    (repo / "real" / "f.txt").write_text("inside\n")
+    (repo / "alias").symlink_to(repo / "real")
+    (repo / "out").symlink_to(outside)
+    (repo / "dangling").symlink_to(repo / "missing.txt")
+    ctx = context(repo)
+    assert await read(ctx, file_path="alias/f.txt") == "     1\tinside"
+    assert str(repo / "real" / "f.txt") in ctx.read_files  # recorded under its real path
+    refused = await read(ctx, file_path="out/secret.txt")
+    assert "outside the working directory" in refused and "SECRET" not in refused
+    assert (
+        await read(ctx, file_path="dangling") == f"error: File does not exist: {repo}/missing.txt"
+    )
+
+
+async def test_a_link_swapped_in_for_a_plain_file_is_resolved_before_it_is_read(
+    repo: Path,
+) -> None:
+    """The same path read twice: a file, then a link to outside in its place."""
+    outside = repo.parent / "outside"
+    (outside / "secret.txt").write_text("TOP SECRET\n")
+    target = repo / "f.txt"
+    target.write_text("inside\n")
+    ctx = context(repo)
+    assert await read(ctx, file_path="f.txt") == "     1\tinside"
+    target.unlink()
+    target.symlink_to(outside / "secret.txt")
+    second = await read(ctx, file_path="f.txt")
+    assert "outside the working directory" in second and "SECRET" not in second
+
+
+class DenyEverything:
+    def __init__(self) -> None:
+        self.asked: list[Path | str] = []
+
+    def read_denial(self, path: Path | str, *, asks: bool) -> str | None:
+        self.asked.append(path)
+        return f"denied {path}"
+
+
+async def test_deny_rules_see_the_resolved_path_before_anything_is_read(repo: Path) -> None:
+    (repo / "real").mkdir()
+    (repo / "real" / "f.txt").write_text("secret inside\n")
+    (repo / "alias").symlink_to(repo / "real")
+    guard = DenyEverything()
+    ctx = context(repo, read_guard=guard)
+    assert await read(ctx, file_path="real/f.txt") == f"error: denied {repo}/real/f.txt"
+    # Through a link: the resolved path is what the rules are asked about.
+    assert await read(ctx, file_path="alias/f.txt") == f"error: denied {repo}/real/f.txt"
+    assert ctx.read_files == {}
+
+
+async def test_a_network_file_system_is_read_in_a_worker_thread(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (repo / "f.txt").write_text("over the network\n")
+    threads: list[int] = []
+    original = read_module._read_path
+
+    def recording(*args: Any) -> Any:
+        threads.append(threading.get_ident())
+        return original(*args)
+
+    monkeypatch.setattr(read_module, "file_system_kind", lambda device: "nfs4")
+    monkeypatch.setattr(read_module, "_read_path", recording)
+    read_module.reads_inline.cache_clear()
+    try:
+        assert await read(context(repo), file_path="f.txt") == "     1\tover the network"
+    finally:
+        read_module.reads_inline.cache_clear()
+    assert threads and threads[0] != threading.get_ident()
+
+
+async def test_long_files_and_files_growing_past_the_cap_are_streamed(repo: Path) -> None:
+    big = repo / "big.txt"
+    big.write_bytes(b"line\n" * (MAX_FILE_BYTES // 5 + 10))
+    ctx = context(repo)
+    assert "offset and limit" in await read(ctx, file_path="big.txt")
+    tail = await read(ctx, file_path="big.txt", offset=52_000, limit=2)
+    assert tail.startswith(" 52000\tline\n 52001\tline")
+    fd = os.open(big, os.O_RDONLY)
+    try:  # the size seen by fstat was small, the file is not (it grew meanwhile)
+        assert read_module._whole(fd, 10) is None
+    finally:
+        os.close(fd)
