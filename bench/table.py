@@ -1,9 +1,10 @@
 """Every benchmark figure in one table, each beside its floor and its target.
 
 Runs each bench in its own interpreter (``bench.py``, ``http_bench.py``, ``startup.py``,
-``scale.py``) with ``--json`` and prints one Markdown table: the figure as the mean with the
-range over the measured runs, the floor measured in the same run (bare asyncio, a raw HTTP
-client doing the same requests, the bare interpreter), and the target of the issue that set it.
+``cli_fanout.py``, ``scale.py``) with ``--json`` and prints one Markdown table: the figure as the
+mean with the range over the measured runs, the floor measured in the same run (bare asyncio, a
+raw HTTP client doing the same requests, the bare interpreter, the same CLI run with no tool
+work), and the target of the issue that set it.
 State goes to ``SUBAGENTS_BENCH_DIR`` (default ``bench/.work``, an ordinary disk); the README
 figures use ``/dev/shm/sb`` for the tmpfs rows.
 
@@ -102,6 +103,22 @@ def startup_rows(runs: int) -> Iterator[list[str]]:
         ]
 
 
+def cli_rows(runs: int) -> Iterator[list[str]]:
+    for row in run("cli_fanout.py", "--runs", str(runs), "--json"):
+        yield [
+            f"CLI `subagents -p` fan-out 50 x 10, general-purpose children doing Read, "
+            f"{row['fs']}: CPU / model call (start-up apart: {mean(row['startup_ms']):.0f} ms)",
+            f"**{row['cpu_us_per_call']:.0f} µs** (runs {spread(row['run_us'])})",
+            f"the same fan-out with no tool run {mean(row['no_tool_us']):.0f} µs; raw "
+            f"open/read/close of the files {mean(row['raw_read_us']):.0f} µs",
+            "≤ 100 µs",
+        ]
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
 def swarm_rows() -> Iterator[list[str]]:
     (row,) = run("scale.py", "swarm")
     yield [
@@ -116,7 +133,9 @@ def swarm_rows() -> Iterator[list[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="measured runs per figure")
-    parser.add_argument("--skip", action="append", default=[], help="scripted|http|startup|swarm")
+    parser.add_argument(
+        "--skip", action="append", default=[], help="scripted|http|startup|cli|swarm"
+    )
     args = parser.parse_args(argv)
     print("| figure | measured (mean, range over runs) | floor, same run | target |")
     print("|---|---|---|---|")
@@ -124,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "scripted": lambda: scripted_rows(args.runs),
         "http": lambda: http_rows(args.runs),
         "startup": lambda: startup_rows(args.runs),
+        "cli": lambda: cli_rows(args.runs),
         "swarm": swarm_rows,
     }
     for name, rows in sections.items():
