@@ -21,7 +21,7 @@ emit events, and those are tagged with its identity.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from subagents.abort import AbortSignal
 from subagents.agents.orphan_processes import group_recorder, pids_path
@@ -65,13 +65,27 @@ def create_subagent_context(
         can_use_tool=can_use_tool,
         # The child's own checker holds its rules (the parent's plus its own denials); a
         # wrapped check (a read-only agent's guard) keeps the parent's read rules.
-        read_guard=can_use_tool if isinstance(can_use_tool, ReadGuard) else parent.read_guard,
+        read_guard=can_use_tool if _is_read_guard(can_use_tool) else parent.read_guard,
         hooks=hooks,
         env=dict(parent.env),
         services=parent.services,
         owner=owner,
         observer=parent.observer,
     )
+
+
+_READ_GUARD_TYPES: dict[type, bool] = {}
+
+
+def _is_read_guard(check: object) -> TypeGuard[ReadGuard]:
+    """``isinstance(check, ReadGuard)``, answered once per type: a protocol check walks the
+    protocol's members on every call (~10 µs on Python 3.11), once per child here, and a
+    method protocol's answer is the class's."""
+    kind = type(check)
+    known = _READ_GUARD_TYPES.get(kind)
+    if known is None:
+        known = _READ_GUARD_TYPES[kind] = isinstance(check, ReadGuard)
+    return known
 
 
 def _child_tracker(

@@ -108,10 +108,15 @@ def child_tools(definition: AgentDefinition, parent_tools: list[Tool[Any]]) -> l
 def build_system_prompt(
     runtime: AgentRuntime, definition: AgentDefinition, cwd: Path, model: Model
 ) -> str:
-    """The definition's body, the sub-agent notes, its environment and project context."""
-    return child_system_prompt(
-        definition.system_prompt,
-        environment_for(runtime.project_context, cwd, model),
-        context=runtime.context_block(read_only=definition.read_only),
-        profile=profile_of(model),
-    )
+    """The definition's body, the sub-agent notes, its environment and project context (built
+    once per definition, directory and model of the session: ``AgentRuntime.child_prompt``)."""
+
+    def build() -> str:
+        return child_system_prompt(
+            definition.system_prompt,
+            environment_for(runtime.project_context, cwd, model),
+            context=runtime.context_block(read_only=definition.read_only),
+            profile=profile_of(model),
+        )
+
+    return runtime.child_prompt(definition, cwd, model, build)

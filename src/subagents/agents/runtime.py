@@ -70,6 +70,9 @@ class AgentRuntime:
     _policies: dict[str, CompactionPolicy] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _prompts: dict[tuple[int, int, Path], _PromptEntry] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def emit(self, event: Event) -> None:
         self.sink(event)
@@ -106,6 +109,24 @@ class AgentRuntime:
                 auto=config.autocompact,
             )
         return policy
+
+    def child_prompt(
+        self, definition: AgentDefinition, cwd: Path, model: Model, build: Callable[[], str]
+    ) -> str:
+        """``build()``, once per definition, directory and model of the session: a fresh child's
+        system prompt depends on nothing else while the project context is the same object
+        (fixed for the session), and fifty children of one type would otherwise build and
+        render the same text fifty times (protocol checks on the model, the environment block).
+        Entries keep their keys' objects, so an id is never reused while its entry lives."""
+        context = self.project_context
+        key = (id(definition), id(model), cwd)
+        hit = self._prompts.get(key)
+        if hit is not None and hit.matches(definition, model, context):
+            return hit.prompt
+        prompt = build()
+        if context is not None:  # without one, the environment's date is today's: not fixed
+            self._prompts[key] = _PromptEntry(definition, model, context, prompt)
+        return prompt
 
     def transcript_for(self, agent_id: str) -> Path | None:
         if not self.transcripts:
@@ -144,3 +165,14 @@ class AgentRuntime:
         if self.project_context is None:
             return ""
         return self.project_context.render(read_only=read_only)
+
+
+@dataclass(frozen=True, slots=True)
+class _PromptEntry:
+    definition: AgentDefinition
+    model: Model
+    context: ProjectContext
+    prompt: str
+
+    def matches(self, definition: AgentDefinition, model: Model, context: object) -> bool:
+        return self.definition is definition and self.model is model and self.context is context
