@@ -292,3 +292,46 @@ async def test_exactly_one_notification_per_child_when_completion_races_shutdown
         ]
         assert len(delivered) == len(set(delivered)), "no notification delivered twice"
         await asyncio.sleep(0)
+
+
+async def test_one_sweep_watches_every_background_child(tmp_path: Path) -> None:
+    """The supervisor's single sweep timer: among children launched together, the one that
+    goes quiet is failed as stalled, the one that keeps making progress (longer than the stall
+    timeout in total) completes with progress lines in its output file, and no timer is left
+    once nothing is watched."""
+    from subagents.config import RuntimeConfig
+
+    walking = [{"tool_calls": [tool_call("Glob", pattern="*")], "delay_ms": 100} for _ in range(9)]
+    script = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [bg_call("walk"), bg_call("hang", "general-purpose")]},
+                    {"text": "launched"},
+                    {"text": "one"},
+                    {"text": "two"},
+                ],
+            },
+            {"agent_type": "Explore", "turns": [*walking, {"text": "walked"}]},
+            {"agent_type": "general-purpose", "turns": [{"text": "never", "delay_ms": 10_000}]},
+        ]
+    }
+    session = Session(
+        SessionOptions(
+            model=ScriptedModel.from_dict(script),
+            cwd=tmp_path,
+            home=tmp_path / "home",
+            config=RuntimeConfig(stall_timeout_ms=600),
+        )
+    )
+    result = await session.run("go")
+    runs = {run.agent_type: run for run in result.agents[1:]}
+    assert runs["Explore"].status == "completed", runs["Explore"].error
+    assert runs["general-purpose"].status == "failed"
+    assert "stalled" in (runs["general-purpose"].error or "")
+    walker = session.registry.get(runs["Explore"].agent_id)
+    assert walker is not None and walker.output_path is not None
+    assert "[progress] turns=" in walker.output_path.read_text()
+    supervisor = session.background.supervisor
+    assert supervisor.watched == 0 and supervisor._sweep is None

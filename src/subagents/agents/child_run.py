@@ -11,12 +11,14 @@ denials trip the breaker is aborted at its next turn instead of retrying forever
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from subagents.abort import LinkedAbortSignal
 from subagents.agents.agent_run import AgentJob, run_agent
 from subagents.agents.runtime import AgentRuntime
 from subagents.loop.query import LoopOutcome, LoopStats
 from subagents.messages import ContentBlock, text_block, tool_uses
+from subagents.permissions.checker import PermissionChecker
 from subagents.worktrees.git import finish_worktree
 
 _log = logging.getLogger(__name__)
@@ -80,14 +82,28 @@ def _watch_breaker(job: AgentJob) -> None:
     checker = job.frame.permissions
     if checker is None:
         return
-    agent_id, abort = job.run.agent_id, job.ctx.abort
-    previous = job.on_turn
+    job.on_turn = _BreakerWatch(job, checker, job.on_turn)
 
-    def check(stats: LoopStats) -> None:
-        if previous is not None:
-            previous(stats)
+
+class _BreakerWatch:
+    """The turn callback that aborts a child whose denials tripped the breaker. An object with
+    slots rather than a closure: one tracked object per child instead of a function, its cell
+    tuple and a cell per variable (the garbage collector visits each, 1,000 children or not)."""
+
+    __slots__ = ("checker", "job", "previous")
+
+    def __init__(
+        self,
+        job: AgentJob,
+        checker: PermissionChecker,
+        previous: Callable[[LoopStats], None] | None,
+    ) -> None:
+        self.job, self.checker, self.previous = job, checker, previous
+
+    def __call__(self, stats: LoopStats) -> None:
+        if self.previous is not None:
+            self.previous(stats)
+        job = self.job
         # Only a child that goes on calling tools is stopped; a final answer still lands.
-        if checker.breaker_tripped(agent_id) and tool_uses(job.messages[-1]):
-            abort.abort("stopped: it kept retrying calls that were denied (denial breaker)")
-
-    job.on_turn = check
+        if self.checker.breaker_tripped(job.run.agent_id) and tool_uses(job.messages[-1]):
+            job.ctx.abort.abort("stopped: it kept retrying calls that were denied (denial breaker)")

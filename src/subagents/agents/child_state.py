@@ -41,8 +41,6 @@ class Child:
     stopped: bool = False
     """Set when it was stopped (TaskStop, ``tasks stop``, shutdown)."""
     finalized: bool = False
-    check_timer: asyncio.TimerHandle | None = None
-    """The next stall check of a background child (``supervision.Supervisor``)."""
 
     @property
     def run(self) -> AgentRun:

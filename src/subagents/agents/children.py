@@ -268,14 +268,28 @@ class Children:
 
 
 def _track_activity(job: AgentJob, records: DurableRecords) -> None:
-    previous, agent_id = job.on_turn, job.run.agent_id
+    job.on_turn = _ActivityWatch(records, job.run.agent_id, job.on_turn)
 
-    def on_turn(stats: LoopStats) -> None:
-        if previous is not None:
-            previous(stats)
-        records.activity(agent_id)
 
-    job.on_turn = on_turn
+class _ActivityWatch:
+    """The turn callback that notes a child's activity in its record (throttled by
+    ``DurableRecords.activity``); slots, not a closure, for the collector's sake (see
+    ``child_run._BreakerWatch``)."""
+
+    __slots__ = ("agent_id", "previous", "records")
+
+    def __init__(
+        self,
+        records: DurableRecords,
+        agent_id: str,
+        previous: Callable[[LoopStats], None] | None,
+    ) -> None:
+        self.records, self.agent_id, self.previous = records, agent_id, previous
+
+    def __call__(self, stats: LoopStats) -> None:
+        if self.previous is not None:
+            self.previous(stats)
+        self.records.activity(self.agent_id)
 
 
 def _stop_requested(store: Store, project_path: str, live: list[str]) -> list[str]:

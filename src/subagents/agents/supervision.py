@@ -5,14 +5,20 @@ A background child nobody waits for is watched: a check every ``check_s`` compar
 output file, and no change for ``stall_s`` aborts it (``Child.stall``: it ends failed with its
 partial result). When its task ends, ``on_done`` runs (the children's manager finalizes it).
 
-A done-callback and one re-arming timer per child rather than a supervising task: with 1,000
-children a task each (its coroutine, futures and per-wait sets) costs CPU per check and gives
-the garbage collector twice the live objects to scan. The supervisor keeps no reference to the
-manager (``on_done`` rides on the child's own task), so no reference cycle outlives a child.
+A done-callback per child and one sweep timer for all of them rather than a supervising task or
+a timer each: with 1,000 children a task each (its coroutine, futures and per-wait sets) cost
+CPU per check and gave the garbage collector twice the live objects to scan, and a timer each
+cost a heap push and a cancellation per child (the loop's timer heap holds every model call's
+wait too). The sweep visits each watched child once per ``check_s``, so a child's first check
+comes within ``check_s`` of its start and a stall is seen at most ``check_s`` after
+``stall_s``, as with a timer each. The supervisor keeps no reference to the manager
+(``on_done`` rides on the child's own task) and drops its timer when nothing is watched, so no
+reference cycle outlives a child.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable
@@ -29,41 +35,45 @@ class Supervisor:
     def __init__(self, stall_timeout_ms: int) -> None:
         self.stall_s = stall_timeout_ms / 1000
         self.check_s = max(CHECK_MIN_S, min(CHECK_MAX_S, self.stall_s / 4))
-        self.watched = 0
+        self._watched: dict[str, Child] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+
+    @property
+    def watched(self) -> int:
         """Children watched and not yet forgotten (``expecting_notifications`` asks it at every
         wake-up of a waiting inbox: a scan of 1,000 children each time would add up)."""
+        return len(self._watched)
 
     def watch(self, child: Child, on_done: Callable[[Child], None]) -> None:
         """Start watching ``child``; ``on_done(child)`` runs as soon as its task is done."""
-        self.watched += 1
-        loop = child.task.get_loop()
-        child.check_timer = loop.call_later(self.check_s, self._scheduled_check, child)
-
-        def done(_: object) -> None:
-            on_done(child)
-
-        child.task.add_done_callback(done)
+        self._watched[child.agent_id] = child
+        if self._sweep is None:
+            self._arm(child.task.get_loop())
+        child.task.add_done_callback(_Ended(child, on_done))
 
     def forget(self, child: Child) -> None:
-        """``child`` has ended: no more checks."""
-        if child.check_timer is not None:
-            child.check_timer.cancel()
-            child.check_timer = None
-            self.watched -= 1
+        """``child`` has ended: no more checks (and no timer once nothing is watched)."""
+        self._watched.pop(child.agent_id, None)
+        if not self._watched and self._sweep is not None:
+            self._sweep.cancel()  # a cancelled handle drops its callback: no cycle left
+            self._sweep = None
 
-    def _scheduled_check(self, child: Child) -> None:
-        """One stall check, then the next one is scheduled (a method, not a closure that
-        re-schedules itself: that would be a reference cycle)."""
-        if child.task.done() or child.finalized:
-            return
-        self._check(child)
-        loop = child.task.get_loop()
-        child.check_timer = loop.call_later(self.check_s, self._scheduled_check, child)
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._sweep = loop.call_later(self.check_s, self._sweep_all, loop)
 
-    def _check(self, child: Child) -> None:
+    def _sweep_all(self, loop: asyncio.AbstractEventLoop) -> None:
+        """One check of every watched child, then the next sweep (while any is watched)."""
+        self._sweep = None
+        now = time.monotonic()
+        for child in list(self._watched.values()):
+            if not (child.task.done() or child.finalized):
+                self._check(child, now)
+        if self._watched:
+            self._arm(loop)
+
+    def _check(self, child: Child, now: float) -> None:
         stats = child.run.stats
         activity = (stats.num_turns, stats.tool_use_count, stats.usage.total)
-        now = time.monotonic()
         if activity != child.activity:
             child.activity, child.last_progress = activity, now
             _write_progress(child)
@@ -71,6 +81,19 @@ class Supervisor:
         stalled = self.stall_s > 0 and now - child.last_progress >= self.stall_s
         if stalled and child.stalled_ms is None:
             child.stall(int((now - child.last_progress) * 1000))
+
+
+class _Ended:
+    """The child's done-callback: ``on_done(child)``. Slots, not a closure (one tracked object
+    per child instead of a function, its cell tuple and two cells)."""
+
+    __slots__ = ("child", "on_done")
+
+    def __init__(self, child: Child, on_done: Callable[[Child], None]) -> None:
+        self.child, self.on_done = child, on_done
+
+    def __call__(self, _: object) -> None:
+        self.on_done(self.child)
 
 
 def _write_progress(child: Child) -> None:
