@@ -4,13 +4,19 @@
   each child makes K model calls (default 5) with latency L (default 50 ms) and a trivial tool
   call per turn. Reported: model calls per CPU-second (the whole process: runtime, scripted
   model, durable transcripts and sidecars), and the memory one *idle* child costs — RSS sampled
-  while every child is waiting on its model, minus the RSS before the launch, divided by N.
+  while every child is waiting on its model, minus the RSS before the launch, divided by N —
+  and the CPU the garbage collector took (``gc.callbacks``). Beside them the floor, measured in
+  a fresh interpreter: bare asyncio doing the same awaits (N tasks each holding a small dict,
+  K sleeps of L), CPU per sleep and RSS per idle task. ``--runs R``: the mean over R runs
+  (RSS from the first: later runs reuse memory the earlier ones freed); ``--count-calls``:
+  Python function calls per model call (cProfile's count; load moves it only through the
+  activity writes and the grouping of notifications, a few per cent).
 * ``forks`` — a parent runs P turns (default 50) of tool calls, then forks F children (default 20)
   in one response. Reported: the fraction of the forks' input tokens that the scripted model's
   prefix cache served (cache reads / all input tokens of fork requests), which is what a
   provider's prompt cache would give a byte-identical prefix.
 
-Run: ``python bench/scale.py swarm [--n 1000 --k 5 --latency 50]`` or
+Run: ``python bench/scale.py swarm [--n 1000 --k 5 --latency 50 --runs 5]`` or
 ``python bench/scale.py forks [--parent-turns 50 --forks 20]``.
 """
 
@@ -20,6 +26,7 @@ import argparse
 import asyncio
 import gc
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -84,6 +91,30 @@ def session_for(script: dict[str, Any], workdir: Path, config: RuntimeConfig) ->
     )
 
 
+class GcClock:
+    """CPU spent in garbage collection while installed (``gc.callbacks``), per generation."""
+
+    def __init__(self) -> None:
+        self.cpu = [0.0, 0.0, 0.0]
+        self.count = [0, 0, 0]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+            return
+        generation = info["generation"]
+        self.cpu[generation] += time.process_time() - self._started
+        self.count[generation] += 1
+
+    def __enter__(self) -> GcClock:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self)
+
+
 async def run_swarm(n: int, k: int, latency_ms: int, workdir: Path) -> dict[str, Any]:
     config = RuntimeConfig(max_concurrent_subagents=n + 10, tool_concurrency=n)
     session = session_for(swarm_script(n, k, latency_ms), workdir, config)
@@ -92,18 +123,19 @@ async def run_swarm(n: int, k: int, latency_ms: int, workdir: Path) -> dict[str,
 
     async def sample() -> None:
         # While the children wait on their first model call, each is idle: sample RSS then.
+        # (A counter, not a list of the running children: the sampler's CPU is in the figure.)
         while True:
             await asyncio.sleep(latency_ms / 4000)
-            running = len(session.background.running_background())
-            if running >= n:
+            if session.background.supervisor.watched >= n:
                 samples.append(rss_kb())
             elif samples:
                 return
 
     sampler = asyncio.create_task(sample())
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    result = await session.run("swarm")
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    with GcClock() as collector:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        result = await session.run("swarm")
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     sampler.cancel()
     calls = sum(run.stats.num_turns for run in result.agents)
     completed = sum(1 for run in result.agents[1:] if run.status == "completed")
@@ -117,8 +149,108 @@ async def run_swarm(n: int, k: int, latency_ms: int, workdir: Path) -> dict[str,
         "wall_s": round(wall, 3),
         "calls_per_cpu_second": round(calls / cpu),
         "cpu_us_per_call": round(cpu / calls * 1e6, 1),
+        "gc_us_per_call": round(sum(collector.cpu) / calls * 1e6, 1),
+        "gc_collections": collector.count,
         "rss_kb_per_idle_child": round(idle_kb, 1),
         "rss_samples": len(samples),
+    }
+
+
+async def bare_swarm(n: int, k: int, latency_ms: int) -> dict[str, Any]:
+    """The floor: the swarm's awaits with no runtime — N tasks, each holding a small dict (its
+    "state") and making K sleeps of L. CPU per sleep is what any asyncio program pays for a
+    model call's wait on this machine; RSS per idle task is a coroutine, its task and a dict."""
+    base = rss_kb()
+    samples: list[int] = []
+    waiting = 0
+
+    async def child(index: int) -> None:
+        nonlocal waiting
+        state = {"id": f"a{index:08d}", "status": "running"}
+        turns = {"turns": 0}
+        waiting += 1
+        for _ in range(k):
+            await asyncio.sleep(latency_ms / 1000)
+            turns["turns"] += 1
+        state["status"] = "completed"
+        waiting -= 1
+
+    async def sample() -> None:
+        while True:
+            await asyncio.sleep(latency_ms / 4000)
+            if waiting >= n:
+                samples.append(rss_kb())
+            elif samples:
+                return
+
+    sampler = asyncio.create_task(sample())
+    cpu0 = time.process_time()
+    await asyncio.gather(*(child(i) for i in range(n)))
+    cpu = time.process_time() - cpu0
+    sampler.cancel()
+    return {
+        "workload": "floor",
+        "cpu_us_per_call": round(cpu / (n * k) * 1e6, 1),
+        "calls_per_cpu_second": round(n * k / cpu),
+        "rss_kb_per_idle_child": round((max(samples) - base) / n, 1) if samples else None,
+    }
+
+
+def floor_figures(n: int, k: int, latency_ms: int) -> dict[str, Any]:
+    """``bare_swarm`` in a fresh interpreter: its RSS must not reuse memory the runtime freed."""
+    command = [sys.executable, __file__, "floor", "--n", str(n), "--k", str(k)]
+    command += ["--latency", str(latency_ms)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
+def swarm_runs(n: int, k: int, latency_ms: int, runs: int) -> dict[str, Any]:
+    """A warm-up, the import-time heap frozen (as the CLI does), then ``runs`` measured runs.
+    Only the first run's RSS is honest: later runs reuse memory the earlier ones freed."""
+    with tempfile.TemporaryDirectory(prefix="warm-", dir=bench_dir()) as tmp:
+        asyncio.run(run_swarm(min(n, 50), k, latency_ms, Path(tmp)))
+    gc.freeze()
+    measured = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
+            measured.append(asyncio.run(run_swarm(n, k, latency_ms, Path(tmp))))
+    first = measured[0]
+    us = [run["cpu_us_per_call"] for run in measured]
+    mean_us = sum(us) / len(us)
+    return {
+        **first,
+        "runs": len(measured),
+        "cpu_us_per_call": round(mean_us, 1),
+        "calls_per_cpu_second": round(1e6 / mean_us),
+        "run_calls_per_cpu_second": [run["calls_per_cpu_second"] for run in measured],
+        "run_us": us,
+        "run_wall_s": [run["wall_s"] for run in measured],
+        "gc_us_per_call": round(sum(r["gc_us_per_call"] for r in measured) / len(measured), 1),
+        "floor": floor_figures(n, k, latency_ms),
+    }
+
+
+def count_swarm_calls(n: int, k: int, latency_ms: int) -> dict[str, Any]:
+    """Python function calls per model call (cProfile's count over one run after a warm-up):
+    a figure load cannot move. The count includes one activity write per child whenever a run
+    lasts over a second, which a profiled run always does."""
+    import cProfile
+    import pstats
+
+    with tempfile.TemporaryDirectory(prefix="warm-", dir=bench_dir()) as tmp:
+        asyncio.run(run_swarm(min(n, 50), k, latency_ms, Path(tmp)))
+    gc.freeze()
+    profile = cProfile.Profile()
+    with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
+        profile.enable()
+        figures = asyncio.run(run_swarm(n, k, latency_ms, Path(tmp)))
+        profile.disable()
+    calls = pstats.Stats(profile).total_calls
+    return {
+        "workload": "swarm",
+        "model_calls": figures["model_calls"],
+        "python_calls_per_model_call": round(calls / figures["model_calls"], 1),
     }
 
 
@@ -172,23 +304,27 @@ async def run_forks(parent_turns: int, forks: int, workdir: Path) -> dict[str, A
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("workload", choices=("swarm", "forks"))
+    parser.add_argument("workload", choices=("swarm", "forks", "floor"))
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--latency", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=1, help="measured swarm runs")
+    parser.add_argument(
+        "--count-calls",
+        action="store_true",
+        help="swarm: Python function calls per model call (cProfile's count, not a timing)",
+    )
     parser.add_argument("--parent-turns", type=int, default=50)
     parser.add_argument("--forks", type=int, default=20)
     args = parser.parse_args(argv)
-    if args.workload == "swarm":
-        # A small warm-up (first-call costs), then the import-time heap is frozen out of
-        # garbage collection, as the CLI does and as bench.py does.
-        with tempfile.TemporaryDirectory(prefix="warm-", dir=bench_dir()) as tmp:
-            asyncio.run(run_swarm(min(args.n, 50), args.k, args.latency, Path(tmp)))
-        gc.freeze()
-    with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
-        if args.workload == "swarm":
-            figures = asyncio.run(run_swarm(args.n, args.k, args.latency, Path(tmp)))
-        else:
+    if args.workload == "floor":
+        figures = asyncio.run(bare_swarm(args.n, args.k, args.latency))
+    elif args.workload == "swarm" and args.count_calls:
+        figures = count_swarm_calls(args.n, args.k, args.latency)
+    elif args.workload == "swarm":
+        figures = swarm_runs(args.n, args.k, args.latency, args.runs)
+    else:
+        with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
             figures = asyncio.run(run_forks(args.parent_turns, args.forks, Path(tmp)))
     print(json.dumps(figures))
     return 0

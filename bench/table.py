@@ -119,13 +119,18 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def swarm_rows() -> Iterator[list[str]]:
-    (row,) = run("scale.py", "swarm")
+def swarm_rows(runs: int) -> Iterator[list[str]]:
+    (row,) = run("scale.py", "swarm", "--runs", str(runs))
+    floor = row["floor"]
     yield [
         "swarm, 1,000 background children x 5 calls, L = 50 ms",
-        f"**{row['calls_per_cpu_second']:,} calls / CPU-s**; "
+        f"**{row['calls_per_cpu_second']:,} calls / CPU-s** "
+        f"(runs {spread(row['run_calls_per_cpu_second'])}; {row['cpu_us_per_call']:.0f} µs / call, "
+        f"of which garbage collection {row['gc_us_per_call']:.0f}); "
         f"{row['rss_kb_per_idle_child']:.0f} KB RSS per idle child",
-        "-",
+        f"bare asyncio {floor['calls_per_cpu_second']:,} calls / CPU-s "
+        f"({floor['cpu_us_per_call']:.0f} µs), "
+        f"{floor['rss_kb_per_idle_child']:.1f} KB per idle task",
         "≥ 20,000 calls / CPU-s; ≤ 30 KB",
     ]
 
@@ -144,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         "http": lambda: http_rows(args.runs),
         "startup": lambda: startup_rows(args.runs),
         "cli": lambda: cli_rows(args.runs),
-        "swarm": swarm_rows,
+        "swarm": lambda: swarm_rows(args.runs),
     }
     for name, rows in sections.items():
         if name in args.skip:
