@@ -21,12 +21,14 @@ Cost: one ``open``/``close`` per directory level below the root plus one ``fstat
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat as stat_module
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from subagents.store.atomic import file_system_kind
 from subagents.tools.base import ToolContext, ToolError
 from subagents.tools.paths import (
     allowed_roots,
@@ -35,6 +37,34 @@ from subagents.tools.paths import (
     refuse_denied_read,
     resolve_path,
 )
+
+INLINE_FILE_SYSTEMS = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "bcachefs", "zfs", "jfs", "overlay"}
+    | {"tmpfs", "ramfs", "vfat", "exfat", "ntfs3", "squashfs", "erofs", "iso9660", "udf"}
+)
+"""Local file systems: there a file tool's small read or write runs on the event loop (a thread
+hand-off per call cost several times the work: docs/performance.md, rule 1). Anything else
+(NFS, SMB, FUSE, or not known) is worked on in a worker thread, where a slow or hung server
+stops one call instead of every agent."""
+
+
+def is_local(device: int) -> bool:
+    """Whether ``device`` (an ``st_dev``) is on a file system in ``INLINE_FILE_SYSTEMS``."""
+    return file_system_kind(device) in INLINE_FILE_SYSTEMS
+
+
+def on_local_disks(ctx: ToolContext) -> bool:
+    """Whether every allowed root of ``ctx`` is on a local file system."""
+    return all(_root_is_local(root) for root in allowed_roots(ctx))
+
+
+@functools.lru_cache(maxsize=256)
+def _root_is_local(root: Path) -> bool:
+    try:
+        return is_local(os.stat(root).st_dev)
+    except OSError:
+        return False
+
 
 _DIR_FLAGS = os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_PATH", os.O_RDONLY)
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -79,6 +109,7 @@ def open_tool_path(
     *,
     explain: Callable[[str, OSError], ToolError],
     denied_reads: bool = True,
+    make_parents: bool = False,
 ) -> tuple[str, OpenedFile]:
     """The resolved path a file tool's ``raw`` path names, and that file opened below its root.
 
@@ -89,14 +120,18 @@ def open_tool_path(
     path is resolved (``resolve_path``: the link followed, the result confined) and opened again
     the same way. ``denied_reads``: deny rules are checked on the resolved path
     (``refuse_denied_read``) before anything is read (on the plain way: once the open has
-    shown that it is the resolved path). ``explain`` turns an ``OSError`` of the open
-    (a missing file, a directory) into the tool's message for that path."""
+    shown that it is the resolved path; an open that may create the file is preceded by the
+    check on the plain path too). ``explain`` turns an ``OSError`` of the open (a missing
+    file, a directory) into the tool's message for that path. ``make_parents`` creates
+    missing folders (``open_confined``)."""
     plain = plain_path(raw, ctx)
     if plain is not None:
         root, below = plain
         path = f"{root}/{below}" if str(root) != "/" else f"/{below}"
+        if denied_reads and flags & os.O_CREAT:
+            refuse_denied_read(path, ctx)  # nothing may be made where reading is denied
         try:
-            opened = _open_below(root, below.split("/"), path, flags, make_parents=False)
+            opened = _open_below(root, below.split("/"), path, flags, make_parents)
         except SymlinkOnPath:
             pass  # a link on the way: resolve it (it may lead outside) and open the result
         except OSError as exc:
@@ -110,7 +145,7 @@ def open_tool_path(
     if denied_reads:
         refuse_denied_read(path, ctx)
     try:
-        return path, open_confined(resolved, allowed_roots(ctx), flags)
+        return path, open_confined(resolved, allowed_roots(ctx), flags, make_parents=make_parents)
     except OSError as exc:
         raise explain(path, exc) from None
 

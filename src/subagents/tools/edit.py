@@ -18,8 +18,8 @@ from pydantic import Field
 
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.confined import open_confined
-from subagents.tools.paths import PathText, allowed_roots, refuse_denied_read, resolve_path
+from subagents.tools.confined import is_local, on_local_disks, open_tool_path
+from subagents.tools.paths import PathText
 from subagents.tools.write import encode_text, write_all
 
 SNIPPET_CONTEXT_LINES = 4
@@ -58,11 +58,16 @@ class EditTool(Tool[EditInput]):
     input_model = EditInput
 
     async def call(self, args: EditInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
-        path = resolve_path(args.file_path, ctx)
-        # Edit shows the lines it changed: a file the read rules deny is not shown that way.
-        refuse_denied_read(path, ctx)
-        result = await asyncio.to_thread(edit_file, path, args, allowed_roots(ctx))
-        ctx.read_files[str(path)] = result.mtime_ns
+        if args.old_string == args.new_string:
+            raise ToolError(
+                "No changes to make: old_string and new_string are exactly the same. "
+                "Give the text to replace and a different replacement."
+            )
+        edited = _edit_small(args, ctx) if on_local_disks(ctx) else None
+        if edited is None:  # a long file, or a file system that may block: off the loop
+            edited = await asyncio.to_thread(edit_path, args, ctx)
+        path, result = edited
+        ctx.read_files[path] = result.mtime_ns
         if result.replacements > 1:
             head = (
                 f"The file {path} has been updated. All {result.replacements} occurrences of "
@@ -75,21 +80,36 @@ class EditTool(Tool[EditInput]):
             f"{head} Here is the result of running `cat -n` on a snippet of the edited file:\n"
             f"{snippet}"
         )
-        return ToolOutput(content=content, metadata={"files_changed": [str(path)]})
+        return ToolOutput(content=content, metadata={"files_changed": [path]})
 
 
-def edit_file(path: Path, args: EditInput, roots: tuple[Path, ...]) -> EditResult:
-    """Apply the edit to ``path`` on disk; ``ToolError`` explains any reason it cannot.
+INLINE_EDIT_BYTES = 256 * 1024
+"""Files up to this size on a local file system are edited on the event loop."""
 
-    The file is opened once (read and write, below its root, no symlink followed: see
-    ``confined.open_confined``), so the file changed is the file read."""
-    if args.old_string == args.new_string:
-        raise ToolError(
-            "No changes to make: old_string and new_string are exactly the same. "
-            "Give the text to replace and a different replacement."
-        )
-    creating = args.old_string == ""
-    fd = _open(path, roots, creating=creating)
+
+def _edit_small(args: EditInput, ctx: ToolContext) -> tuple[str, EditResult] | None:
+    """The edit done on the loop for a small file on a local file system; None otherwise
+    (closed again, for ``edit_path`` in a worker thread)."""
+    path, fd = _open(args.file_path, ctx, creating=args.old_string == "")
+    status = os.fstat(fd)
+    if status.st_size > INLINE_EDIT_BYTES or not is_local(status.st_dev):
+        os.close(fd)
+        return None
+    return path, _edit_open(fd, path, args)
+
+
+def edit_path(args: EditInput, ctx: ToolContext) -> tuple[str, EditResult]:
+    """Apply the edit on disk; ``ToolError`` explains any reason it cannot.
+
+    The file is opened once (read and write, below its root, no symlink followed, the read
+    rules checked on its resolved path: ``confined.open_tool_path``), so the file changed is
+    the file read: Edit shows the lines it changed, so a file the read rules deny is refused."""
+    path, fd = _open(args.file_path, ctx, creating=args.old_string == "")
+    return path, _edit_open(fd, path, args)
+
+
+def _edit_open(fd: int, path: str, args: EditInput) -> EditResult:
+    """The edit of the file open on ``fd`` (closed when done)."""
     try:
         original = _load(fd, path)
         result = replace_text(original, args, path)
@@ -106,23 +126,25 @@ def edit_file(path: Path, args: EditInput, roots: tuple[Path, ...]) -> EditResul
     return result
 
 
-def _open(path: Path, roots: tuple[Path, ...], *, creating: bool) -> int:
+def _open(raw: str, ctx: ToolContext, *, creating: bool) -> tuple[str, int]:
     """A read-write descriptor; a missing file is created only when the edit creates it."""
     flags = os.O_RDWR | (os.O_CREAT if creating else 0)
-    try:
-        return open_confined(path, roots, flags, make_parents=creating).fd
-    except IsADirectoryError:
-        raise ToolError(f"{path} is a directory; Edit changes files.") from None
-    except FileNotFoundError:
-        raise ToolError(
+    path, opened = open_tool_path(raw, ctx, flags, explain=_explain, make_parents=creating)
+    return path, opened.fd
+
+
+def _explain(path: str, exc: OSError) -> ToolError:
+    if isinstance(exc, IsADirectoryError):
+        return ToolError(f"{path} is a directory; Edit changes files.")
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(
             f"File does not exist: {path}. Use Write to create a new file, or Edit with an "
             "empty old_string."
-        ) from None
-    except OSError as exc:
-        raise ToolError(f"Cannot open {path}: {exc.strerror or exc}") from None
+        )
+    return ToolError(f"Cannot open {path}: {exc.strerror or exc}")
 
 
-def _load(fd: int, path: Path) -> str:
+def _load(fd: int, path: str) -> str:
     """The file's text (size-capped; binary files refused)."""
     size = os.fstat(fd).st_size
     if size > MAX_EDIT_BYTES:
@@ -154,7 +176,7 @@ def _read_all(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def replace_text(original: str, args: EditInput, path: Path) -> EditResult:
+def replace_text(original: str, args: EditInput, path: Path | str) -> EditResult:
     """The replacement itself, pure: unique match, ``replace_all``, or file creation."""
     old, new = args.old_string, args.new_string
     if old == "":

@@ -18,16 +18,14 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from pathlib import Path
 from typing import BinaryIO
 
 from pydantic import Field
 
-from subagents.store.atomic import file_system_kind
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.confined import OpenedFile, open_tool_path
-from subagents.tools.paths import PathText, allowed_roots
+from subagents.tools.confined import OpenedFile, is_local, on_local_disks, open_tool_path
+from subagents.tools.paths import PathText
 
 DEFAULT_LINE_LIMIT = 2000
 MAX_LINE_CHARS = 2000
@@ -82,7 +80,7 @@ class ReadTool(Tool[ReadInput]):
 
     async def call(self, args: ReadInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         read: tuple[str, int] | None = None
-        if all(reads_inline(root) for root in allowed_roots(ctx)):
+        if on_local_disks(ctx):
             path, opened = _open(args.file_path, ctx)
             read = _read_small(opened, path, args)
         if read is None:
@@ -96,25 +94,6 @@ class ReadTool(Tool[ReadInput]):
         return ToolOutput(content=content)
 
 
-INLINE_FILE_SYSTEMS = frozenset(
-    {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "bcachefs", "zfs", "jfs", "overlay"}
-    | {"tmpfs", "ramfs", "vfat", "exfat", "ntfs3", "squashfs", "erofs", "iso9660", "udf"}
-)
-"""Local file systems: a small file there is read on the event loop (a thread hand-off per
-call cost several times the read: docs/performance.md, rule 1). Anything else (NFS, SMB, FUSE,
-or not known) is read in a worker thread."""
-
-
-@functools.lru_cache(maxsize=256)
-def reads_inline(root: Path) -> bool:
-    """Whether files below ``root`` (a resolved allowed root) are read on the loop."""
-    try:
-        device = os.stat(root).st_dev
-    except OSError:
-        return False
-    return file_system_kind(device) in INLINE_FILE_SYSTEMS
-
-
 def _read_small(opened: OpenedFile, path: str, args: ReadInput) -> tuple[str, int] | None:
     """The answer and mtime from a small file on a local file system (one ``read``, on the
     loop); None for any other file (the descriptor is closed either way)."""
@@ -122,7 +101,7 @@ def _read_small(opened: OpenedFile, path: str, args: ReadInput) -> tuple[str, in
     try:
         if stat.st_size > MAX_FILE_BYTES:
             return None
-        if file_system_kind(stat.st_dev) not in INLINE_FILE_SYSTEMS:
+        if not is_local(stat.st_dev):
             return None
         data = _whole(opened.fd, stat.st_size)
     finally:
