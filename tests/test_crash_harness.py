@@ -66,6 +66,8 @@ class RunTally:
     completed_kept: int = 0
     interrupted: int = 0
     recovered_completed: int = 0
+    host_lost: int = 0
+    """Children failed by their driver when their Ray host died (``lost_its_host``)."""
     resumed: int = 0
     notifications: int = 0
     lost: int = 0
@@ -92,15 +94,16 @@ def child_entry(k: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
-SLEEPER = {
-    "agent_type": "general-purpose",
-    "match": "token (SLEEP)$",
-    "turns": [
-        {"tool_calls": [tool_call("Bash", command="sleep 30")], "delay_ms": 50},
-        {"text": "slept"},
-    ],
-}
-"""A child whose shell outlives a SIGKILL of the runtime: recovery must kill it."""
+def sleeper(command: str = "sleep 30") -> dict[str, Any]:
+    """A child whose shell outlives a SIGKILL of the runtime: recovery must kill it."""
+    return {
+        "agent_type": "general-purpose",
+        "match": "token (SLEEP)$",
+        "turns": [
+            {"tool_calls": [tool_call("Bash", command=command)], "delay_ms": 50},
+            {"text": "slept"},
+        ],
+    }
 
 
 def launch(k: int | str, agent_type: str = "Explore") -> dict[str, Any]:
@@ -108,7 +111,9 @@ def launch(k: int | str, agent_type: str = "Explore") -> dict[str, Any]:
     return agent_call(prompt, agent_type, description=f"bg {k}", run_in_background=True)
 
 
-def write_scripts(folder: Path, rng: random.Random) -> tuple[Path, Path]:
+def write_scripts(
+    folder: Path, rng: random.Random, sleeper_command: str = "sleep 30"
+) -> tuple[Path, Path]:
     launches = [launch(k) for k in range(CHILDREN)] + [launch("SLEEP", "general-purpose")]
     main = {
         "agent_type": "main",
@@ -120,7 +125,7 @@ def write_scripts(folder: Path, rng: random.Random) -> tuple[Path, Path]:
     }
     children = [child_entry(k, rng) for k in range(CHILDREN)]
     first = folder / "crash.json"
-    first.write_text(json.dumps({"agents": [main, *children, SLEEPER]}))
+    first.write_text(json.dumps({"agents": [main, *children, sleeper(sleeper_command)]}))
     resume_main = {"agent_type": "main", "turns": [{"text": f"resumed {i}"} for i in range(6)]}
     second = folder / "resume.json"
     second.write_text(json.dumps({"agents": [resume_main]}))
@@ -184,6 +189,23 @@ def crash_once(index: int, root: Path, store_url: Callable[[], str] | None = Non
         env["SUBAGENTS_STORE"] = store_url()
     tally = RunTally()
     session_id = kill_at_random(crash_script, project, folder, env, rng, tally)
+    restart_and_check(index, folder, project, env, session_id, resume_script, rng, tally)
+    return tally
+
+
+def restart_and_check(
+    index: int,
+    folder: Path,
+    project: Path,
+    env: dict[str, str],
+    session_id: str,
+    resume_script: Path,
+    rng: random.Random,
+    tally: RunTally,
+) -> None:
+    """After the kill: read the durable records, resume the session (in every other run that
+    resumed session is killed too and resumed once more), check, resume interrupted children."""
+    home = Path(env["SUBAGENTS_HOME"])
     canonical = Path(os.path.realpath(project))
     before = records(home, canonical, env)
     transcript = ProjectState(home=home, project=canonical).session_transcript(session_id)
@@ -193,7 +215,7 @@ def crash_once(index: int, root: Path, store_url: Callable[[], str] | None = Non
         if before:
             tally.problems.append(f"run {index}: children {list(before)} but no transcript")
         tally.nothing_durable = True
-        return tally
+        return
     if index % 2:  # the resumed session is itself killed, then resumed again
         args = script_args(
             resume_script, "--resume", session_id, output_format="stream-json", prompt="continue"
@@ -206,13 +228,12 @@ def crash_once(index: int, root: Path, store_url: Callable[[], str] | None = Non
     )
     if resumed.code != 0:
         tally.problems.append(f"run {index}: resume failed: {resumed.stderr[-500:]}")
-        return tally
+        return
     after = records(home, canonical, env)
     check_after_restart(index, before, after, tally)
     check_no_leftovers(index, home, tally)
     check_notifications(index, after, notification_counts(transcript), tally)
     resume_interrupted(index, folder, project, env, session_id, home, canonical, tally)
-    return tally
 
 
 def kill_at_random(
@@ -269,6 +290,11 @@ def check_after_restart(
                 tally.problems.append(f"{where}: completed result lost: {new.status}")
             else:
                 tally.completed_kept += 1
+        elif lost_its_host(old):
+            if lost_its_host(new) and new.resumable:
+                tally.host_lost += 1
+            else:
+                tally.problems.append(f"{where}: lost on Ray, after restart {new.status}")
         elif old.status == "running":
             if new.status == "completed" and new.restart_recovery == "completed":
                 tally.recovered_completed += 1
@@ -315,6 +341,21 @@ def check_notifications(
         tally.problems.append(f"run {index}: notifications of unknown tasks {foreign}")
 
 
+LOST_HOST = "Ray worker was lost"
+"""The error of a child whose Ray host died under it while its driver lived on (the driver
+reconciled it at once: ``distributed/ray_executor.py``)."""
+
+
+def lost_its_host(record: SidecarRecord) -> bool:
+    error = record.result.error if record.result is not None else None
+    return record.status == "failed" and LOST_HOST in (error or "")
+
+
+def was_interrupted(record: SidecarRecord) -> bool:
+    """Cut off mid-run, by a restart's recovery or by its driver when its host died."""
+    return record.restart_recovery == "interrupted" or lost_its_host(record)
+
+
 def resume_interrupted(
     index: int,
     folder: Path,
@@ -327,7 +368,7 @@ def resume_interrupted(
 ) -> None:
     """Resume every interrupted child with ``resume_from`` in a third run of the session."""
     current = records(home, canonical, env)
-    sources = [r.agent_id for r in current.values() if r.restart_recovery == "interrupted"]
+    sources = [r.agent_id for r in current.values() if was_interrupted(r)]
     if not sources:
         return
     calls = [
@@ -385,15 +426,19 @@ def harness(
     max_runs: int,
     *,
     store_url: Callable[[], str] | None = None,
-) -> None:
+    run_once: Callable[[int, Path], RunTally] | None = None,
+    parallel: int = PARALLEL,
+) -> list[RunTally]:
+    """Launch runs ``parallel`` at a time until ``min_killed`` were killed mid-run; check."""
+    once = run_once or (lambda i, root: crash_once(i, root, store_url))
     tallies: list[RunTally] = []
     started = time.monotonic()
     index = 0
-    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
         while sum(t.counts_as_killed for t in tallies) < min_killed and index < max_runs:
-            batch = range(index, index + PARALLEL)
-            tallies += list(pool.map(lambda i: crash_once(i, tmp_path, store_url), batch))
-            index += PARALLEL
+            batch = range(index, index + parallel)
+            tallies += list(pool.map(lambda i: once(i, tmp_path), batch))
+            index += parallel
     problems = [p for t in tallies for p in t.problems]
     summary = (
         f"crash harness: runs={len(tallies)} killed_mid_run={sum(t.counts_as_killed for t in tallies)} "
@@ -402,6 +447,7 @@ def harness(
         f"completed_kept={sum(t.completed_kept for t in tallies)} "
         f"interrupted={sum(t.interrupted for t in tallies)} "
         f"recovered_completed={sum(t.recovered_completed for t in tallies)} "
+        f"host_lost={sum(t.host_lost for t in tallies)} "
         f"resumed_from={sum(t.resumed for t in tallies)} "
         f"notifications={sum(t.notifications for t in tallies)} "
         f"leftover_groups_checked={sum(t.leftovers_seen for t in tallies)} "
@@ -415,4 +461,6 @@ def harness(
     # The random kills must have hit both sides, or the run proves nothing.
     assert sum(t.completed_kept for t in tallies) > 0, summary
     assert sum(t.interrupted for t in tallies) > 0, summary
-    assert sum(t.resumed for t in tallies) == sum(t.interrupted for t in tallies), summary
+    cut_off = sum(t.interrupted + t.host_lost for t in tallies)
+    assert sum(t.resumed for t in tallies) == cut_off, summary
+    return tallies

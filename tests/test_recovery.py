@@ -217,6 +217,18 @@ def test_crash_before_the_first_transcript_write_rebuilds_history_from_the_sidec
     assert get(project, "a00000008").resumable
 
 
+def test_a_child_that_never_started_is_rebuilt_even_without_its_transcript_folder(
+    project: ProjectState, tmp_path: Path
+) -> None:
+    """The driver chose the path, the node that would have made the folder never ran it (a Ray
+    host killed with its driver before the child started; no sidecar folder with PostgreSQL)."""
+    transcript = tmp_path / "elsewhere" / "agents" / "a00000018.jsonl"
+    orphan(project, "a00000018", None, transcript_path=str(transcript))
+    assert reconcile(project) == {"a00000018": "interrupted"}
+    assert read_messages(transcript) == [user("do the thing")]
+    assert get(project, "a00000018").resumable
+
+
 def test_a_live_owner_is_left_alone(project: ProjectState) -> None:
     orphan(project, "a00000009", [[user("do the thing")]], process=current_identity())
     assert reconcile(project) == {}

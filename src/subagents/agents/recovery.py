@@ -68,7 +68,7 @@ from subagents.messages import (
     tool_uses,
     user_message,
 )
-from subagents.state import ProjectState
+from subagents.state import ProjectState, ensure_private_dir
 from subagents.store.capabilities import RunningIndex
 from subagents.store.errors import StoreError
 from subagents.store.process_identity import current_identity, is_alive
@@ -229,7 +229,9 @@ def transcript_verdict(path: Path | None, prompt: str) -> Verdict:
         return Verdict(outcome="failed", detail=str(exc))
     if state.markers == 0 and not state.interrupted:
         # No durable turn yet: the sidecar's prompt is the whole history (module docstring).
+        # Not even a folder when the child never started (a Ray host that had not run it yet).
         cut_to_durable(path, state)
+        ensure_private_dir(path.parent)
         append_turn(path, [user_message(prompt)], turn=1)
         return Verdict(outcome="interrupted", detail="no durable turn; rebuilt from the sidecar")
     if state.markers == 0:
