@@ -98,6 +98,22 @@ def test_a_lease_held_on_another_host_expires_and_is_taken_over(pg_cluster: PgCl
     store.close()
 
 
+def test_an_owner_heartbeat_expires_on_the_database_clock_unless_renewed(
+    pg_cluster: PgCluster,
+) -> None:
+    store = PostgresStore(pg_cluster.fresh_url(), lease_ttl_s=2.0)
+    assert store.heartbeat_interval_s == pytest.approx(2.0 / 3)
+    owner = ProcessIdentity(pid=7, start_identity="42@boot", hostname="node-b.invalid")
+    store.beat(owner)
+    time.sleep(1.2)
+    store.beat(owner)  # renewed: 2 s from now
+    time.sleep(1.2)
+    assert not store.owner_expired(owner), "a renewed heartbeat expired from its first beat"
+    time.sleep(1.0)
+    assert store.owner_expired(owner), "a heartbeat outlived its time-to-live"
+    store.close()
+
+
 def test_text_no_database_column_could_hold_round_trips(pg_cluster: PgCluster) -> None:
     """A NUL and a lone surrogate from a model reach the record as JSON escapes (the ``json``
     column keeps them; ``jsonb`` would refuse the NUL)."""
@@ -198,3 +214,7 @@ def test_an_unknown_or_unreachable_store_is_a_clear_error(tmp_path: Path) -> Non
     unreachable = run_cli("tasks", "list", cwd=tmp_path, env={"SUBAGENTS_STORE": gone})
     assert unreachable.code == 1 and "PostgreSQL store" in unreachable.stderr
     assert "secret-pw" not in unreachable.stderr  # the password is never printed
+    ttl = run_cli(
+        "tasks", "list", cwd=tmp_path, env={"SUBAGENTS_STORE": gone, "SUBAGENTS_LEASE_TTL_S": "x"}
+    )
+    assert ttl.code == 1 and "SUBAGENTS_LEASE_TTL_S: expected seconds" in ttl.stderr

@@ -2,9 +2,11 @@
 
 **Orphans** (``reconcile_orphans``, run when a session starts). A child whose sidecar says
 ``running`` while its owner process is gone (``is_alive`` compares the PID *and* the process
-start identity, so a reused PID does not count as the owner) was cut off by a crash. For each
-one whose lease this process can take (two processes recovering at once: the lease decides, and
-the record is re-read under it, so the work is done once):
+start identity, so a reused PID does not count as the owner; an owner on another host, which
+cannot be probed, is gone when its heartbeat in a shared store has expired: ``owner_liveness``)
+was cut off by a crash. For each one whose lease this process can take (two processes
+recovering at once: the lease decides, and the record is re-read under it, so the work is done
+once):
 
 1. kill the child's leftover process groups (``agents.orphan_processes``: only groups that are
    verifiably still the recorded ones);
@@ -42,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -69,9 +71,14 @@ from subagents.messages import (
     user_message,
 )
 from subagents.state import ProjectState, ensure_private_dir
-from subagents.store.capabilities import RunningIndex
+from subagents.store.capabilities import OwnerHeartbeats, RunningIndex
 from subagents.store.errors import StoreError
-from subagents.store.process_identity import current_identity, is_alive
+from subagents.store.process_identity import (
+    ProcessIdentity,
+    current_identity,
+    hostname,
+    is_alive,
+)
 from subagents.store.protocol import Store
 from subagents.store.records import RunResult, SidecarRecord, WorktreeInfo, is_visible
 from subagents.worktrees.git import settle_orphan
@@ -112,12 +119,37 @@ class RecoveryResult:
 # -- orphans ---------------------------------------------------------------------------------
 
 
-def is_orphan(record: SidecarRecord) -> bool:
-    """Running, and its owner process is gone (a reused PID is not the owner)."""
+OwnerAlive = Callable[[ProcessIdentity, "float | None"], bool]
+"""Whether a running record's owner lives, given its identity and the record's last activity."""
+
+
+def _probe(owner: ProcessIdentity, recorded_at: float | None) -> bool:
+    return is_alive(owner, recorded_at=recorded_at)
+
+
+def owner_liveness(store: Store) -> OwnerAlive:
+    """How recovery tells a live owner: its process on this host (``is_alive``); on another
+    host, which cannot be probed, its heartbeat where the store keeps them
+    (``OwnerHeartbeats``: expired, or never beat, is dead) — else it counts as alive."""
+    if not isinstance(store, OwnerHeartbeats):
+        return _probe
+    here = hostname()
+
+    def alive(owner: ProcessIdentity, recorded_at: float | None) -> bool:
+        if owner.hostname is not None and owner.hostname != here:
+            return not store.owner_expired(owner)
+        return is_alive(owner, recorded_at=recorded_at)
+
+    return alive
+
+
+def is_orphan(record: SidecarRecord, alive: OwnerAlive = _probe) -> bool:
+    """Running, and its owner is gone: its process on this host (a reused PID is not the
+    owner), or by ``alive`` (``owner_liveness``: a remote owner's expired heartbeat)."""
     if record.status != "running":
         return False
     owner = record.process
-    return owner is None or not is_alive(owner, recorded_at=record.last_active_at)
+    return owner is None or not alive(owner, record.last_active_at)
 
 
 async def reconcile_orphans(
@@ -132,12 +164,13 @@ async def reconcile_orphans(
     # Inline, not on a thread: this reads only the `.running` index (usually empty) and the
     # records it names, at session start, before any agent runs.
     records = _candidates(store, state)
+    alive = owner_liveness(store)
     results: list[RecoveryResult] = []
     for record in records:
-        if not is_orphan(record):
+        if not is_orphan(record, alive):
             continue
         try:
-            result = await _reconcile_one(store, record, hooks)
+            result = await _reconcile_one(store, record, hooks, alive)
         except (OSError, StoreError) as exc:
             log.warning("recovery of agent %s failed: %s", record.agent_id, exc)
             continue
@@ -155,13 +188,13 @@ def _candidates(store: Store, state: ProjectState) -> list[SidecarRecord]:
 
 
 async def _reconcile_one(
-    store: Store, record: SidecarRecord, hooks: HookEngine | None
+    store: Store, record: SidecarRecord, hooks: HookEngine | None, alive: OwnerAlive
 ) -> RecoveryResult | None:
     me = current_identity()
     if not await asyncio.to_thread(store.take_lease, record.agent_id, me):
         return None
     try:
-        result = await asyncio.to_thread(_settle_record, store, record.agent_id)
+        result = await asyncio.to_thread(_settle_record, store, record.agent_id, alive)
         if result is None:
             return None
         current = await asyncio.to_thread(store.get, record.agent_id)
@@ -174,10 +207,10 @@ async def _reconcile_one(
     return result
 
 
-def _settle_record(store: Store, agent_id: str) -> RecoveryResult | None:
+def _settle_record(store: Store, agent_id: str, alive: OwnerAlive) -> RecoveryResult | None:
     """Under the lease: re-read (another recoverer may have finished), kill, repair, decide."""
     record = store.get(agent_id)
-    if record is None or not is_orphan(record):
+    if record is None or not is_orphan(record, alive):
         return None
     killed: list[int] = []
     if record.transcript_path is not None:

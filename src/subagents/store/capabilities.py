@@ -14,9 +14,13 @@ capability with ``isinstance`` — never by probing attribute names:
   its own outcome.
 * ``StopRequests`` — the ids with a stop request on file, in one call (the owner polls it).
 * ``RunningIndex`` — the records still ``running`` without reading every record (recovery).
+* ``OwnerHeartbeats`` — a live owner renews a heartbeat the store keeps, so a recovery on
+  another host (which cannot probe the owner's process) tells a dead owner from a live one by
+  its expiry (``PostgresStore``; docs/distributed.md "Recovery across nodes").
 
-``MemoryStore`` and ``FileStore`` offer all four; ``subagents.testing.store_conformance`` checks
-each capability a store claims, through the same ``DurableRecords`` path production uses.
+``MemoryStore`` and ``FileStore`` offer the first four (one machine);
+``subagents.testing.store_conformance`` checks each capability a store claims, through the same
+``DurableRecords`` path production uses.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from subagents import json_codec
 from subagents.store.errors import StoreError
+from subagents.store.process_identity import ProcessIdentity
 from subagents.store.protocol import Store
 from subagents.store.records import SidecarRecord
 
@@ -128,6 +133,26 @@ class RunningIndex(Protocol):
 
     def list_running(self, project_path: str | Path) -> list[SidecarRecord]:
         """Records of exactly this project still ``running``, oldest first."""
+        ...
+
+
+@runtime_checkable
+class OwnerHeartbeats(Protocol):
+    """A store every node reaches, keeping each owner's heartbeat with an expiry."""
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        """How often a live owner beats (well inside the expiry)."""
+        ...
+
+    def beat(self, owner: ProcessIdentity) -> None:
+        """``owner`` is alive: its heartbeat expires a time-to-live from now (the store's
+        clock, so nodes need not agree on time)."""
+        ...
+
+    def owner_expired(self, owner: ProcessIdentity) -> bool:
+        """True when ``owner``'s heartbeat has expired, or it never beat (an owner beats before
+        it creates its first record)."""
         ...
 
 

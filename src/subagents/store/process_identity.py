@@ -10,7 +10,8 @@ a machine's uptime, and the boot id makes a record from before a reboot never ma
 ``is_alive`` is deliberately asymmetric about what it cannot verify:
 
 - another host's process cannot be probed, so it counts as alive: a local recovery must never
-  steal the lease of a child running elsewhere (a multi-machine store needs heartbeats instead);
+  steal the lease of a child running elsewhere (a store every node reaches keeps heartbeats
+  instead: ``capabilities.OwnerHeartbeats``, consulted by ``recovery.owner_liveness``);
 - a record without a start identity (schema version 1, or a system without ``/proc``) counts as
   alive only while the PID exists *and* the record is younger than ``LEGACY_WINDOW_S`` (10 min);
   past that we would rather recover a live child's run twice than leave a dead one running.
@@ -96,8 +97,13 @@ def current_identity() -> ProcessIdentity:
     return ProcessIdentity(pid=pid, start_identity=start_identity(pid), hostname=hostname())
 
 
+HOST_ID_ENV = "SUBAGENTS_HOST_ID"
+"""Names this node in identities instead of its hostname: for nodes that share a hostname
+(containers), and for tests that play two hosts on one machine."""
+
+
 def hostname() -> str:
-    return socket.gethostname()
+    return os.environ.get(HOST_ID_ENV) or socket.gethostname()
 
 
 def pid_exists(pid: int) -> bool:

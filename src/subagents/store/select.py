@@ -18,6 +18,7 @@ from subagents.store.files import FileStore
 from subagents.store.protocol import Store
 
 ENV = "SUBAGENTS_STORE"
+TTL_ENV = "SUBAGENTS_LEASE_TTL_S"
 _PG_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -34,10 +35,30 @@ def open_store(state: ProjectState, env: Mapping[str, str] | None = None) -> Sto
                 f"{ENV}={value.split('://')[0]}://…: the PostgreSQL store needs psycopg "
                 "(pip install 'subagents[postgresql]')"
             ) from exc
-        return PostgresStore(value)
+        return PostgresStore(value, lease_ttl_s=_ttl(env))
     raise StoreUnavailableError(
         f"{ENV}: unknown store {value!r} (expected 'files' or postgresql://…)"
     )
+
+
+def _ttl(env: Mapping[str, str] | None) -> float:
+    """``SUBAGENTS_LEASE_TTL_S``: how long a lease or an owner's heartbeat outlives its last
+    renewal in a store every node reaches (default 30 s): after a node dies, another takes over
+    its children that much later."""
+    from subagents.store.postgres.store import DEFAULT_LEASE_TTL_S
+
+    raw = (os.environ if env is None else env).get(TTL_ENV, "").strip()
+    if not raw:
+        return DEFAULT_LEASE_TTL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0.1 <= value <= 86_400:
+        raise StoreUnavailableError(
+            f"{TTL_ENV}: expected seconds between 0.1 and 86400, got {raw!r}"
+        )
+    return value
 
 
 @runtime_checkable

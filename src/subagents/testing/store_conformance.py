@@ -30,6 +30,7 @@ from subagents.store.capabilities import (
     BatchWrites,
     OwnedWrite,
     OwnerCommit,
+    OwnerHeartbeats,
     OwnerWrites,
     RunningIndex,
     StopRequests,
@@ -358,6 +359,18 @@ class StoreConformance:
         found = [r.agent_id for r in index.list_running(PROJECT_A)]
         _expect(found == ["g00000001", "g00000004"], f"running records of project A: {found}")
 
+    def check_owner_heartbeats_tell_a_live_owner(self, store: Store) -> None:
+        beats = _heartbeats(store)
+        node_b = ProcessIdentity(pid=4242, start_identity="42@boot-b", hostname="node-b.invalid")
+        _expect(beats.owner_expired(node_b), "an owner that never beat counts as dead")
+        beats.beat(node_b)
+        _expect(not beats.owner_expired(node_b), "a fresh heartbeat counts as expired")
+        beats.beat(node_b)  # renewing an existing heartbeat
+        _expect(not beats.owner_expired(node_b), "a renewed heartbeat counts as expired")
+        reused = replace(node_b, start_identity="43@boot-b")
+        _expect(beats.owner_expired(reused), "another process with the owner's PID shares it")
+        _expect(beats.heartbeat_interval_s > 0, "a heartbeat interval must be positive")
+
 
 async def _session_writes(store: Store, records: list[SidecarRecord]) -> None:
     writer = DurableWriter(name="conformance-writer")
@@ -406,6 +419,12 @@ def _running_index(store: Store) -> RunningIndex:
     return store
 
 
+def _heartbeats(store: Store) -> OwnerHeartbeats:
+    if not isinstance(store, OwnerHeartbeats):
+        raise ConformanceError(f"{type(store).__name__} lacks OwnerHeartbeats")
+    return store
+
+
 def _owned(record: SidecarRecord, *, create: bool = False) -> OwnedWrite:
     return OwnedWrite(record=record, data=encode_record(record), create=create)
 
@@ -438,5 +457,6 @@ CAPABILITIES: dict[str, type[Any]] = {
     "batch_ops_have_their_own_outcomes": BatchWrites,
     "stop_requests_are_listed": StopRequests,
     "running_index_lists_running_records": RunningIndex,
+    "owner_heartbeats_tell_a_live_owner": OwnerHeartbeats,
 }
 """The checks of a capability (``store.capabilities``): they apply to stores that offer it."""

@@ -45,6 +45,18 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
+    (
+        2,
+        # A live owner's heartbeat (``OwnerHeartbeats``): a recovery on another host reads the
+        # expiry instead of probing a process it cannot see.
+        """
+        CREATE TABLE subagents_owners (
+            owner_key  text PRIMARY KEY,
+            owner      json NOT NULL,
+            expires_at double precision NOT NULL
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

@@ -11,6 +11,9 @@ where the file store has locks and renames:
 * a lease is a row claimed in a transaction; a holder whose ``expires_at`` (the database's
   clock, so nodes need not agree on time) has passed has lost it, which is how a node takes
   over from a holder on another host it cannot probe; a holder renews by taking it again;
+* an owner's heartbeat (``capabilities.OwnerHeartbeats``) is a row of ``subagents_owners``
+  whose ``expires_at`` a live owner pushes forward every third of ``lease_ttl_s``; recovery on
+  another host reads it to tell a dead owner from a live one;
 * a batch or an owner commit is one transaction, each write in its own savepoint, so one
   refused write fails alone and the group costs one round trip.
 
@@ -192,6 +195,29 @@ class PostgresStore:
 
     # -- capabilities (``store.capabilities``) ----------------------------------------------
 
+    @property
+    def heartbeat_interval_s(self) -> float:
+        return self.lease_ttl_s / 3
+
+    def beat(self, owner: ProcessIdentity) -> None:
+        self._conn().execute(
+            "INSERT INTO subagents_owners (owner_key, owner, expires_at)"
+            f" VALUES (%s, %s, {_NOW} + %s) ON CONFLICT (owner_key) DO UPDATE"
+            " SET expires_at = EXCLUDED.expires_at",
+            (_owner_key(owner), json_codec.dumps(owner.to_dict()).decode(), self.lease_ttl_s),
+        )
+
+    def owner_expired(self, owner: ProcessIdentity) -> bool:
+        row = (
+            self._conn()
+            .execute(
+                f"SELECT expires_at < {_NOW} FROM subagents_owners WHERE owner_key = %s",
+                (_owner_key(owner),),
+            )
+            .fetchone()
+        )
+        return row is None or bool(row[0])
+
     def apply_batch(self, ops: Sequence[BatchOp]) -> list[BatchOutcome]:
         """One transaction; each op in a savepoint of its own, so a refused op fails alone."""
         outcomes: list[BatchOutcome] = []
@@ -372,6 +398,10 @@ class PostgresCommit:
 
     def fail(self, error: BaseException) -> None:
         self.errors[:] = [e or error for e in self.errors]
+
+
+def _owner_key(owner: ProcessIdentity) -> str:
+    return f"{owner.hostname or ''}/{owner.pid}/{owner.start_identity or ''}"
 
 
 def _decode(row: tuple[Any, ...]) -> SidecarRecord:
