@@ -23,7 +23,7 @@ from subagents.agents.catalog import DefinitionWatch, definition_folders
 from subagents.agents.children import Children
 from subagents.agents.definitions import DefinitionSet
 from subagents.agents.executor import LOCAL
-from subagents.agents.heartbeat import first_beat, keep_beating
+from subagents.agents.heartbeat import first_beat, with_heartbeat
 from subagents.agents.mcp_scope import (
     close_session_servers,
     reap_session_servers,
@@ -663,7 +663,12 @@ class Session:
             restate=reminders.restated_blocks if reminders else None,
             compaction=self.runtime.compaction_policy(self.model),
         )
-        poller = asyncio.create_task(self._watch_store(), name=f"stop-poller:{self.session_id}")
+        poller = asyncio.create_task(
+            # stop requests made by other processes; the owner's heartbeat where the store
+            # keeps them (agents/heartbeat.py)
+            with_heartbeat(self.background.poll_stop_requests(), self.store),
+            name=f"stop-poller:{self.session_id}",
+        )
         self._main = MainAgent(
             job=job, frame=frame, poller=poller, cwd=str(self.cwd), reminders=reminders
         )
@@ -680,11 +685,6 @@ class Session:
                 f"session {self.session_id} is being compacted by another process; "
                 "run it again when `subagents compact` has finished"
             ) from None
-
-    async def _watch_store(self) -> None:
-        """Stop requests made by other processes, and this owner's heartbeat where the store
-        keeps them (``agents/heartbeat.py``), until the session closes."""
-        await asyncio.gather(self.background.poll_stop_requests(), keep_beating(self.store))
 
     async def _start_mcp(self) -> None:
         """Kill what a crashed session left running, then start this session's servers."""

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 from subagents.store.capabilities import OwnerHeartbeats
 from subagents.store.errors import StoreError
@@ -30,6 +32,18 @@ async def first_beat(store: Store) -> None:
     """Beat once now (a no-op for a store without heartbeats)."""
     if isinstance(store, OwnerHeartbeats):
         await _beat(store)
+
+
+async def with_heartbeat(work: Coroutine[Any, Any, None], store: Store) -> None:
+    """Run ``work`` (the session's stop-request poller) and, beside it, ``keep_beating``.
+
+    A module function, not a session method: the task's frames (kept by its cancellation's
+    traceback) must not hold the session, or a closed session is left to the cycle collector.
+    """
+    if not isinstance(store, OwnerHeartbeats):
+        await work
+        return
+    await asyncio.gather(work, keep_beating(store))
 
 
 async def keep_beating(store: Store) -> None:
