@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "subagents.abort",
             "subagents.config",
             "subagents.config_files",
+            "subagents.config_yaml",
             "subagents.descriptors",
             "subagents.events",
             "subagents.ids",

@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from subagents.abort import AbortSignal
 from subagents.agents import recovery
@@ -42,9 +42,6 @@ from subagents.agents.services import SessionServices
 from subagents.agents.shells import BackgroundShellManager
 from subagents.agents.task_service import AgentTasks
 from subagents.agents.tasks import TaskRegistry
-from subagents.agents.team_tools import lead_tools
-from subagents.agents.teams.config import TeamDirectory
-from subagents.agents.teams.host import TeamHost, WorkerOptions
 from subagents.agents.verification import install_verification
 from subagents.config import RuntimeConfig
 from subagents.events import (
@@ -99,6 +96,9 @@ from subagents.tools.task_stop import TaskStopTool
 from subagents.tools.todo import TodoBoard, TodoWriteTool
 from subagents.tools.web_search import WebSearchTool
 from subagents.tools.worktree_tools import EnterWorktreeTool, ExitWorktreeTool, WorktreeSession
+
+if TYPE_CHECKING:
+    from subagents.agents.teams.host import TeamHost
 
 
 class Session:
@@ -202,7 +202,8 @@ class Session:
         self.shells = BackgroundShellManager(
             self.registry, self.state.tasks_dir, self.background.notify
         )
-        self.teams = self._team_host()
+        # Teams are opt-in (SUBAGENTS_AGENT_TEAMS=1): without them no team module is imported.
+        self.teams = self._team_host() if self.config.agent_teams else None
         self.services = SessionServices(
             runtime=self.runtime,
             children=self.background,
@@ -214,6 +215,9 @@ class Session:
     def _team_host(self) -> TeamHost:
         """The lead's side of a team (docs/teams.md); teammate processes get this session's
         model string and options (a model object cannot cross: its teammates run in-process)."""
+        from subagents.agents.teams.config import TeamDirectory
+        from subagents.agents.teams.host import TeamHost, WorkerOptions
+
         options = self.options
         worker = WorkerOptions(
             model=options.model if isinstance(options.model, str) else None,
@@ -447,9 +451,15 @@ class Session:
             SendMessageTool(),
             EnterWorktreeTool(worktrees),
             ExitWorktreeTool(worktrees),
-            *(lead_tools() if self.config.agent_teams else []),
+            *(self._lead_tools() if self.teams is not None else []),
         ]
         return select_tools(tools, self.options.tool_names, self.options.disallowed_tools)
+
+    @staticmethod
+    def _lead_tools() -> list[Tool[Any]]:
+        from subagents.agents.team_tools import lead_tools
+
+        return lead_tools()
 
     def _system_prompt(self) -> str:
         """The main agent's system prompt (SessionOptions ``system_prompt``,
@@ -650,7 +660,7 @@ class Session:
         # keeps the sink itself, so an unwatched run skips building events (``discard``).
         emit = self._forward if self._held else self.emit
         frame, ctx = self.main_frame(run, tools, system, [], roots, emit=emit)
-        if self.options.resume and self.config.agent_teams:
+        if self.options.resume and self.teams is not None:
             frame.team = self.teams.rejoin(self.session_id)
         job = AgentJob(
             frame=frame,
@@ -743,7 +753,8 @@ class Session:
         self.runtime.definitions_watch = None
         self.inbox.expecting = None
         self.inbox.on_put = None
-        self.teams.on_crash = None
+        if self.teams is not None:
+            self.teams.on_crash = None
         if self._main is not None:
             # The catalog feed and its definition watch call back into this session.
             self._main.reminders = None
@@ -759,7 +770,9 @@ class Session:
         if wait_ms <= 0:
             return
         children, teams = self.background, self.teams
-        self.inbox.expecting = lambda: children.expecting_notifications() or teams.expecting()
+        self.inbox.expecting = lambda: (
+            children.expecting_notifications() or (teams is not None and teams.expecting())
+        )
         self.inbox.wait_deadline = time.monotonic() + wait_ms / 1000
         self.registry.on_terminal(lambda _task: self.inbox.wake())
 
@@ -770,7 +783,8 @@ class Session:
 
     async def _shutdown(self) -> None:
         """Shutdown kills every task still running: teammates, background agents, shells."""
-        await self.teams.shutdown()
+        if self.teams is not None:
+            await self.teams.shutdown()
         await self.background.shutdown()
         await self.shells.shutdown()
         await close_session_servers(self.runtime.mcp, self.state, self.session_id)

@@ -49,9 +49,20 @@ NEVER = {
     "subagents.tui.app",
 }
 """Not loaded by a one-turn ``-p`` run on the Anthropic or the scripted path."""
-NEVER_PREFIXES = ("opentelemetry", "subagents.telemetry", "google.protobuf", "requests")
+NEVER_PREFIXES = (
+    "opentelemetry",
+    "subagents.telemetry",
+    "google.protobuf",
+    "requests",
+    "yaml",
+    "subagents.config_yaml",
+    "subagents.agents.teams",
+    "subagents.agents.team_tools",
+    "subagents.agents.teammates",
+)
 """Nor anything of these packages: telemetry (off unless ``SUBAGENTS_TELEMETRY=1``) and what
-its exporter brings."""
+its exporter brings; PyYAML (~10 ms: only a definition's frontmatter or a ``.yaml`` script is
+YAML, and these projects have neither); agent teams (opt-in, ``SUBAGENTS_AGENT_TEAMS=1``)."""
 
 
 def never_loaded(loaded: set[str]) -> set[str]:

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from subagents.agents.schema import AgentDefinition
-from subagents.agents.teams.membership import TeamMembership
 from subagents.events import AgentRef
 from subagents.loop.compaction import CompactionPolicy
 from subagents.loop.inbox import Inbox
@@ -41,6 +40,7 @@ from subagents.tools.base import Tool, ToolContext
 from subagents.worktrees.git import Worktree
 
 if TYPE_CHECKING:
+    from subagents.agents.teams.membership import TeamMembership
     from subagents.mcp.servers import McpScope
 
 AgentStatus = Literal["running", "completed", "failed", "killed"]

@@ -30,7 +30,6 @@ from subagents.agents.schema import AgentDefinition
 from subagents.agents.services import SessionServices
 from subagents.agents.spec import ChildSpec
 from subagents.agents.synthesis import run_parallel_with_synthesis
-from subagents.agents.teammates import spawn_teammate
 from subagents.ids import new_id
 from subagents.models.base import ToolSchema
 from subagents.tools import descriptions
@@ -185,6 +184,8 @@ class AgentTool(Tool[AgentInput]):
             raise ToolError("Only a team's lead can spawn teammates; teammates cannot nest")
         agent_type = args.subagent_type or "general-purpose"
         _check_spawn(services.runtime, frame, agent_type)
+        from subagents.agents.teammates import spawn_teammate  # teams are opt-in
+
         return await spawn_teammate(
             services,
             ctx,

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from subagents.config_files import ConfigSyntaxError, load_yaml
+from subagents.config_files import ConfigSyntaxError
 
 _DASH_RULE: Final = re.compile(r"-{3,}[ \t]*")
 _YAML_SPECIAL: Final = re.compile(r"[{}\[\]*&#!|>%@`]|: ")
@@ -55,6 +55,8 @@ def split_frontmatter(text: str) -> Frontmatter | str | None:
 def load_frontmatter(yaml_text: str) -> Any:
     """The parsed YAML, with Claude Code's one retry; ``ConfigSyntaxError`` if both fail
     (the error of the *first* attempt, whose line numbers match the file)."""
+    from subagents.config_yaml import load_yaml  # PyYAML only when a definition has YAML
+
     try:
         return load_yaml(yaml_text)
     except ConfigSyntaxError as first:

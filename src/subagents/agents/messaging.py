@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from subagents.agents.agent_run import AgentFrame
 from subagents.agents.assembly import assemble
@@ -27,13 +28,14 @@ from subagents.agents.mcp_scope import attach_child_servers
 from subagents.agents.notifications import escape_runtime_tags
 from subagents.agents.resume import resume_spec, session_store, settle_writes
 from subagents.agents.runtime import AgentRuntime
-from subagents.agents.teams.host import TeamHost
-from subagents.agents.teams.messages import team_send
 from subagents.loop.inbox import InboxItem
 from subagents.store.errors import StoreError
 from subagents.store.protocol import Store
 from subagents.store.records import SidecarRecord
 from subagents.tools.base import ToolContext, ToolError, ToolOutput
+
+if TYPE_CHECKING:
+    from subagents.agents.teams.host import TeamHost
 
 BROADCAST = "*"
 _NO_SESSION = "SendMessage needs a session runtime; run it inside a Session"
@@ -58,6 +60,8 @@ async def send_message(
 ) -> ToolOutput:
     frame = ctx.owner
     if isinstance(frame, AgentFrame) and frame.team is not None:
+        from subagents.agents.teams.messages import team_send  # teams are opt-in
+
         sent = await team_send(
             frame.team, ctx, args, host=teams, inbox=children.inboxes.get(ctx.agent.agent_id)
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from subagents.agents.agent_run import AgentJob
 from subagents.agents.children import Children
@@ -21,9 +22,11 @@ from subagents.agents.messaging import AgentMessage, send_message
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.shells import BackgroundShellManager
 from subagents.agents.task_service import AgentTasks
-from subagents.agents.teams.host import TeamHost
 from subagents.store.durable import DurableRecords
 from subagents.tools.base import CallInfo, TaskService, ToolContext, ToolError, ToolOutput
+
+if TYPE_CHECKING:
+    from subagents.agents.teams.host import TeamHost
 
 
 @dataclass(kw_only=True, eq=False)

@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from subagents.agents.memory import AgentMemory
 from subagents.agents.schema import AgentDefinition
-from subagents.agents.teams.membership import TeamMembership
 from subagents.loop.query import Budget
 from subagents.messages import ContentBlock, Message
 from subagents.models.base import Model, ToolSchema
@@ -52,6 +51,7 @@ from subagents.tools.base import Tool
 from subagents.worktrees.git import Worktree
 
 if TYPE_CHECKING:
+    from subagents.agents.teams.membership import TeamMembership
     from subagents.mcp.servers import McpScope
 
 ChildKind = Literal["fresh", "fork", "resume", "teammate"]

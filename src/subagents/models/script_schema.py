@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ErrorType = Literal["overloaded", "rate_limit", "api_error", "fallback"]
@@ -186,6 +185,8 @@ def load_script_file(path: Path) -> ScriptFile:
     except OSError as exc:
         raise ScriptError(f"{path}: cannot read script: {exc.strerror or exc}") from None
     if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml  # only for a YAML script: PyYAML is ~10 ms of start-up
+
         try:
             data = yaml.safe_load(raw)
         except yaml.YAMLError as exc:
