@@ -59,10 +59,14 @@ NEVER_PREFIXES = (
     "subagents.agents.teams",
     "subagents.agents.team_tools",
     "subagents.agents.teammates",
+    "subagents.tools.bash_",
+    "subagents.permissions.bash_decision",
+    "subagents.permissions.commands",
 )
 """Nor anything of these packages: telemetry (off unless ``SUBAGENTS_TELEMETRY=1``) and what
 its exporter brings; PyYAML (~10 ms: only a definition's frontmatter or a ``.yaml`` script is
-YAML, and these projects have neither); agent teams (opt-in, ``SUBAGENTS_AGENT_TEAMS=1``)."""
+YAML, and these projects have neither); agent teams (opt-in, ``SUBAGENTS_AGENT_TEAMS=1``); the shell parser and the Bash
+permission analysis (the first Bash call loads them)."""
 
 
 def never_loaded(loaded: set[str]) -> set[str]:
@@ -75,7 +79,7 @@ async def run_cli(tmp_path: Path, *args: str, env: dict[str, str]) -> set[str]:
     out = tmp_path / "modules.json"
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", WRAPPER, str(out), *args, "--cwd", str(tmp_path),
-        env={**os.environ, "SUBAGENTS_HOME": str(tmp_path / "home"), **env},
+        env={**os.environ, "HOME": str(tmp_path), "SUBAGENTS_HOME": str(tmp_path / "home"), **env},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)

@@ -49,7 +49,6 @@ from subagents.loop.inbox import InboxItem
 from subagents.processes import ProcessTracker, kill_group
 from subagents.tools.base import ToolContext, ToolError, ToolOutput
 from subagents.tools.bash import spawn_shell
-from subagents.tools.bash_parse import looks_interactive
 
 __all__ = [
     "DEFAULT_MAX_LIFETIME_S",
@@ -240,6 +239,8 @@ class BackgroundShellManager:
         if now - shell.last_growth < self.stall_s:
             return
         tail, _ = read_output_tail(path, _STALL_TAIL_CHARS)
+        from subagents.tools.bash_parse import looks_interactive
+
         if not looks_interactive(tail):
             return
         shell.stall_reported = True

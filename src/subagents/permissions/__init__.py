@@ -17,7 +17,7 @@ from subagents.permissions.checker import (
     serialized,
 )
 from subagents.permissions.context import PermissionContext, context_from_settings, derive_child
-from subagents.permissions.decision import Decision, decide
+from subagents.permissions.decision import decide
 from subagents.permissions.denials import DenialLimits, DenialTracker
 from subagents.permissions.modes import (
     PERMISSION_MODES,
@@ -27,6 +27,7 @@ from subagents.permissions.modes import (
     parse_mode,
 )
 from subagents.permissions.rules import PermissionRule, RuleScope, parse_rule
+from subagents.permissions.verdicts import Decision
 
 __all__ = [
     "DEFAULT_ASK_TIMEOUT",

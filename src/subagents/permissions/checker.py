@@ -26,10 +26,11 @@ from pydantic import BaseModel
 
 from subagents.events import AgentRef
 from subagents.permissions.context import PermissionContext
-from subagents.permissions.decision import Decision, decide_off_loop
+from subagents.permissions.decision import decide_off_loop
 from subagents.permissions.denials import DenialLimits, DenialTracker
 from subagents.permissions.read_rules import read_denial
 from subagents.permissions.rules import PermissionRule
+from subagents.permissions.verdicts import Decision
 from subagents.tools.base import (
     ALLOW,
     CURRENT_TOOL_USE_ID,

@@ -27,7 +27,6 @@ from subagents.permissions.rules import (
     parse_rule,
     rule_matches,
 )
-from subagents.tools.bash_parse import parse_script
 
 _AGENT_ALIASES: Final = ("Agent", "Task")
 _EXPANSION: Final = re.compile(r"\$[({A-Za-z_]|`")
@@ -63,6 +62,8 @@ def bash_condition(spec: str, command: str) -> bool:
     names_more_than_command = len(spec.removesuffix(":*").removesuffix(" *").split()) > 1
     if names_more_than_command and _EXPANSION.search(command):
         return True  # what `$(...)` or `$VAR` expands to cannot be seen
+    from subagents.tools.bash_parse import parse_script  # the shell parser, at first use
+
     script = parse_script(command)  # every simple command, substitutions included
     if script.opaque:
         return True  # cannot be read: run the hook, let it decide

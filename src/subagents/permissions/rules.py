@@ -37,7 +37,6 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel
 
 from subagents.permissions.globs import path_matches
-from subagents.tools.bash_words import name_set
 
 AGENT_TOOL_NAMES = frozenset({"Agent", "Task"})
 EDIT_TOOL_NAMES = frozenset({"Edit", "Write", "NotebookEdit"})
@@ -111,13 +110,14 @@ def parse_rules(
     return rules, warnings
 
 
-KNOWN_TOOL_NAMES = name_set(
+_TOOL_NAMES = (
     "Bash Read Edit Write Glob Grep NotebookEdit NotebookRead MultiEdit LS WebFetch WebSearch "
     "Agent Task TaskOutput TaskStop KillShell BashOutput SendMessage TodoWrite ExitPlanMode "
     "EnterPlanMode Skill SlashCommand ToolSearch TeamCreate TeamDelete TaskCreate TaskUpdate "
     "TaskList TaskGet EnterWorktree ExitWorktree AskUserQuestion LSP ListMcpResourcesTool "
     "ReadMcpResourceTool"
 )
+KNOWN_TOOL_NAMES = frozenset(_TOOL_NAMES.split())
 """Claude Code's built-in tool names (and ours): a differently cased spelling is a typo."""
 _BY_FOLDED_NAME = {name.lower(): name for name in KNOWN_TOOL_NAMES}
 _SHAPE = "a rule is 'Tool' or 'Tool(content)' and ends at the closing ')'"

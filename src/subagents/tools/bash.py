@@ -34,7 +34,6 @@ from subagents.descriptors import open_pipe, process_slot, retry_on_emfile
 from subagents.processes import kill_group, open_pipe_reader
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.tools.bash_readonly import is_read_only_command
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "MAX_OUTPUT_CHARS", "MAX_TIMEOUT_MS", "BashInput", "BashTool"]
 
@@ -88,6 +87,8 @@ class BashTool(Tool[BashInput]):
     input_model = BashInput
 
     def is_read_only(self, args: BashInput) -> bool:
+        from subagents.tools.bash_readonly import is_read_only_command  # at the first check
+
         return is_read_only_command(args.command)
 
     def is_concurrency_safe(self, args: BashInput) -> bool:
