@@ -62,11 +62,13 @@ NEVER_PREFIXES = (
     "subagents.tools.bash_",
     "subagents.permissions.bash_decision",
     "subagents.permissions.commands",
+    "subagents.worktrees",
 )
 """Nor anything of these packages: telemetry (off unless ``SUBAGENTS_TELEMETRY=1``) and what
 its exporter brings; PyYAML (~10 ms: only a definition's frontmatter or a ``.yaml`` script is
 YAML, and these projects have neither); agent teams (opt-in, ``SUBAGENTS_AGENT_TEAMS=1``); the shell parser and the Bash
-permission analysis (the first Bash call loads them)."""
+permission analysis (the first Bash call loads them); git worktrees (an isolated child or
+EnterWorktree loads them)."""
 
 
 def never_loaded(loaded: set[str]) -> set[str]:

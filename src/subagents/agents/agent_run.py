@@ -37,11 +37,11 @@ from subagents.observe import AgentEnd, AgentStart, provider_name
 from subagents.permissions.checker import PermissionChecker
 from subagents.store.transcript import TranscriptWriter
 from subagents.tools.base import Tool, ToolContext
-from subagents.worktrees.git import Worktree
 
 if TYPE_CHECKING:
     from subagents.agents.teams.membership import TeamMembership
     from subagents.mcp.servers import McpScope
+    from subagents.worktrees.git import Worktree
 
 AgentStatus = Literal["running", "completed", "failed", "killed"]
 

@@ -42,13 +42,6 @@ from subagents.tools.base import (
     ToolOutput,
     input_json_schema,
 )
-from subagents.worktrees.commands import create_isolated
-from subagents.worktrees.git import (
-    WorktreeError,
-    finish_worktree,
-    isolated_roots,
-    working_dir_in,
-)
 
 PermissionModeName = Literal["acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"]
 
@@ -217,6 +210,9 @@ class AgentTool(Tool[AgentInput]):
             return
         if (args.isolation or definition.isolation) != "worktree":
             return
+        from subagents.worktrees.commands import create_isolated  # isolation is rare: lazily
+        from subagents.worktrees.git import WorktreeError, isolated_roots, working_dir_in
+
         agent_id = new_id("local_agent")
         hooks = runtime.hooks.config if runtime.hooks is not None else None
         try:
@@ -322,6 +318,8 @@ async def _launch(
         await attach_child_servers(runtime, spec)
     except ToolError:
         if spec.workspace.worktree is not None:
+            from subagents.worktrees.git import finish_worktree
+
             await finish_worktree(spec.workspace.worktree, success=True)
         raise
     try:

@@ -19,7 +19,6 @@ from subagents.agents.runtime import AgentRuntime
 from subagents.loop.query import LoopOutcome, LoopStats
 from subagents.messages import ContentBlock, text_block, tool_uses
 from subagents.permissions.checker import PermissionChecker
-from subagents.worktrees.git import finish_worktree
 
 _log = logging.getLogger(__name__)
 
@@ -58,6 +57,8 @@ async def _settle_worktree(job: AgentJob) -> None:
     run = job.run
     assert job.worktree is not None
     try:
+        from subagents.worktrees.git import finish_worktree  # only an isolated child has one
+
         outcome = await finish_worktree(job.worktree, success=run.status == "completed")
     except Exception as exc:  # never lose the child's work over a cleanup error: keep it
         _log.exception("settling the worktree of %s failed", run.agent_id)

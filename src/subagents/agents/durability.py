@@ -20,7 +20,7 @@ already contain, so nothing is lost and nothing is delivered twice, across resta
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from subagents.agents.agent_run import AgentJob, AgentRun
 from subagents.agents.tasks import TaskState
@@ -35,7 +35,9 @@ from subagents.store.records import (
     TokenUsage,
     WorktreeInfo,
 )
-from subagents.worktrees.git import Worktree
+
+if TYPE_CHECKING:
+    from subagents.worktrees.git import Worktree
 
 
 def started(records: DurableRecords, job: AgentJob, state: TaskState) -> None:

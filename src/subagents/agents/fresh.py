@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from subagents.agents.agent_run import AgentFrame
 from subagents.agents.definitions import resolve_tool_names
@@ -34,7 +34,9 @@ from subagents.models.base import Model
 from subagents.permissions.modes import parse_mode
 from subagents.tools import core_tools
 from subagents.tools.base import Tool, ToolContext
-from subagents.worktrees.git import Worktree
+
+if TYPE_CHECKING:
+    from subagents.worktrees.git import Worktree
 
 
 @dataclass(kw_only=True)

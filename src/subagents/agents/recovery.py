@@ -81,7 +81,6 @@ from subagents.store.process_identity import (
 )
 from subagents.store.protocol import Store
 from subagents.store.records import RunResult, SidecarRecord, WorktreeInfo, is_visible
-from subagents.worktrees.git import settle_orphan
 
 log = logging.getLogger(__name__)
 
@@ -325,6 +324,8 @@ async def _settle_worktree(store: Store, record: SidecarRecord, outcome: Outcome
     if path.parent.name == "worktrees" and path.parent.parent.name == ".subagents":
         data["repoRoot"] = str(path.parents[2])
     try:
+        from subagents.worktrees.git import settle_orphan  # only for a recorded worktree
+
         settled = await settle_orphan(data, completed=outcome == "completed")
     except Exception as exc:  # a worktree problem must not stop the recovery of the run
         log.warning("worktree of agent %s not settled: %s", record.agent_id, exc)

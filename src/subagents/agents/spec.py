@@ -48,11 +48,11 @@ from subagents.models.base import Model, ToolSchema
 from subagents.permissions.modes import PermissionMode
 from subagents.store.records import Lineage
 from subagents.tools.base import Tool
-from subagents.worktrees.git import Worktree
 
 if TYPE_CHECKING:
     from subagents.agents.teams.membership import TeamMembership
     from subagents.mcp.servers import McpScope
+    from subagents.worktrees.git import Worktree
 
 ChildKind = Literal["fresh", "fork", "resume", "teammate"]
 

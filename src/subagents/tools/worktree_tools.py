@@ -17,28 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
 from subagents.hooks.config import HookConfig
 from subagents.tools import descriptions
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
-from subagents.worktrees.commands import (
-    create_with_hooks,
-    remove_with_hooks,
-)
-from subagents.worktrees.git import (
-    NotAGitRepository,
-    Worktree,
-    WorktreeError,
-    create_named_worktree,
-    discard_worktree,
-    isolated_roots,
-    random_session_name,
-    working_dir_in,
-    worktree_changes,
-)
+
+if TYPE_CHECKING:
+    from subagents.worktrees.git import Worktree
 
 ENTER_DESCRIPTION = descriptions.ENTER_WORKTREE
 
@@ -93,6 +81,8 @@ class EnterWorktreeTool(Tool[EnterWorktreeInput]):
         self.session = session
 
     async def call(self, args: EnterWorktreeInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        from subagents.worktrees.git import isolated_roots, random_session_name, working_dir_in
+
         _main_session_only(self.name, ctx)
         state = self.session
         if state.active is not None:
@@ -116,6 +106,9 @@ class EnterWorktreeTool(Tool[EnterWorktreeInput]):
         )
 
     async def _create(self, name: str, ctx: ToolContext) -> Worktree:
+        from subagents.worktrees.commands import create_with_hooks
+        from subagents.worktrees.git import NotAGitRepository, WorktreeError, create_named_worktree
+
         try:
             try:
                 return await create_named_worktree(ctx.cwd, name)
@@ -143,6 +136,8 @@ class ExitWorktreeTool(Tool[ExitWorktreeInput]):
         self.session = session
 
     async def call(self, args: ExitWorktreeInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        from subagents.worktrees.git import WorktreeError
+
         _main_session_only(self.name, ctx)
         worktree = self.session.active
         if worktree is None:
@@ -166,6 +161,8 @@ class ExitWorktreeTool(Tool[ExitWorktreeInput]):
         return ToolOutput(content=f"Returned to {previous}; removed worktree {worktree.path}.")
 
     async def _refuse_if_changed(self, worktree: Worktree) -> None:
+        from subagents.worktrees.git import WorktreeError, worktree_changes
+
         """Refuse (changing nothing) when removal would lose work or we cannot tell."""
         if worktree.hook_based:
             raise ToolError(
@@ -191,6 +188,9 @@ class ExitWorktreeTool(Tool[ExitWorktreeInput]):
         return ctx.cwd
 
     async def _remove(self, worktree: Worktree, ctx: ToolContext) -> None:
+        from subagents.worktrees.commands import remove_with_hooks
+        from subagents.worktrees.git import discard_worktree
+
         if worktree.hook_based:
             await remove_with_hooks(
                 worktree,
