@@ -29,6 +29,14 @@ in-memory metric reader: the cost of making spans and metrics), ``otlp`` (batche
 export to a receiver in another process on 127.0.0.1, flushed at each session's end, so the
 encoding and sending are in the figure and the receiver's decoding is not).
 
+``--library`` is the figure of issue 20 target 5: the runtime as a library user runs it — through
+the public API (``subagents.__all__``, as every mode here), full durability, no ``gc.freeze()``
+by the caller (the runtime freezes its import heap itself at the first session: ``gc_heap``),
+state on the default folder (``bench/.work``, an ordinary disk). With sidecars on, each fan-out
+row also shows the *files floor*: the same file system calls per child done by a bare loop
+(``files_floor``) in the same state folder, per model call — what no runtime can go under while
+it writes what we write.
+
 ``--count-calls`` prints Python function calls per model call instead (cProfile's count over one
 session after a warm-up): a figure load cannot move, for telling whether a change added work to
 the hot path when timings on a busy machine are too noisy to say.
@@ -47,13 +55,22 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
-from subagents.agents.agent_tool import AgentTool
-from subagents.config import RuntimeConfig
-from subagents.session import Session, SessionOptions
-from subagents.testing import ScriptedModel
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolInput, ToolOutput
+# Only the public API (``subagents.__all__``): the bench runs the runtime as a library user does.
+from subagents import (
+    CallInfo,
+    RuntimeConfig,
+    ScriptedModel,
+    Session,
+    SessionOptions,
+    Tool,
+    ToolContext,
+    ToolInput,
+    ToolOutput,
+    load_definitions,
+)
 
 
 class NoteInput(ToolInput):
@@ -182,6 +199,8 @@ class Figures:
     baseline_cpu_s: float
     run_us: list[float]
     """CPU µs per model call of each measured run (the spread behind the mean)."""
+    files_floor_us: list[float]
+    """The files' floor (``files_floor``) per model call of each run; empty without sidecars."""
 
     @property
     def cpu_us_per_call(self) -> float:
@@ -206,6 +225,12 @@ class Figures:
             f"wall={self.wall_s * 1000:7.1f} ms  "
             f"wall/ideal={ratio}  peak RSS={self.peak_rss_mb:6.1f} MB  "
             f"runs {min(self.run_us):.0f}-{max(self.run_us):.0f} µs"
+            + (
+                f"  files floor {median(self.files_floor_us):.0f} µs "
+                f"({min(self.files_floor_us):.0f}-{max(self.files_floor_us):.0f})"
+                if self.files_floor_us
+                else ""
+            )
         )
 
 
@@ -269,8 +294,6 @@ async def run_once(
     script: dict[str, Any], workdir: Path, config: RuntimeConfig
 ) -> tuple[int, float, float, float]:
     """(model calls, CPU seconds, wall seconds, kernel CPU seconds) of one session."""
-    from subagents.agents.definitions import load_definitions
-
     definitions = load_definitions(
         cwd=workdir, home=workdir, subagents_home=workdir / "home", cli_agents=json.dumps(WORKER)
     )
@@ -280,7 +303,8 @@ async def run_once(
             model=model,
             cwd=workdir,
             home=workdir / "home",
-            tools=[AgentTool(), NoteTool()],
+            tool_names=["Agent"],  # the built-in Agent tool, and the bench's own tool
+            extra_tools=[NoteTool()],
             definitions=definitions,
             config=config,
             transcripts=DURABILITY[durability][0],
@@ -326,6 +350,63 @@ def baseline_cpu(workload: str, latency_ms: int, n: int, k: int, width: int) -> 
     return time.process_time() - start
 
 
+RECORD = b"x" * 3000
+"""About a sidecar record's size on the fan-out (2.9-3.0 KB)."""
+LINE = b"y" * 330
+"""About one turn's transcript write on the fan-out (a message line and the turn marker)."""
+
+
+def _child_files(folder: str, index: int, turns: int) -> tuple[int, list[str]]:
+    """A child's transcript (created, one append per turn, still open) and its ``running``
+    sidecar (temp file, rename, marker link): the system calls the runtime makes (strace)."""
+    transcript = os.open(
+        f"{folder}/{index}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600
+    )
+    for _ in range(turns):
+        os.write(transcript, LINE)
+    _record(folder, index, 0)
+    os.link(f"{folder}/r{index}.json", f"{folder}/.running/{index}")
+    return transcript, [f"{folder}/.running/{index}"]
+
+
+def _record(folder: str, index: int, version: int) -> None:
+    """One owner write of a sidecar: ``O_EXCL`` temp file, write, ``fstat``, rename."""
+    temp = f"{folder}/.r{index}.{version}.tmp"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    os.write(fd, RECORD)
+    os.fstat(fd)
+    os.close(fd)
+    os.rename(temp, f"{folder}/r{index}.json")
+
+
+def files_floor(n: int, k: int, width: int) -> float:
+    """CPU seconds of the files a fan-out's children write, with no runtime: per child one
+    transcript (create, ``k`` appends) and two sidecar writes (started, finished: each a new
+    temp file renamed over the record) with the running marker linked and unlinked; per wave of
+    ``width`` children two ``syncfs`` (the commit pipeline's rounds) and a directory ``fsync``.
+    Done in a fresh folder of the state folder, as each measured run is: on ext4 a file
+    create's kernel CPU depends on where its directory is on the disk (``bench_dir``)."""
+    from subagents.store.atomic import syncfs_once
+
+    with tempfile.TemporaryDirectory(prefix="floor-", dir=bench_dir()) as tmp:
+        folder = f"{tmp}/agents"
+        start = time.process_time()
+        os.makedirs(f"{folder}/.running")
+        directory = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        for first in range(0, n, width):
+            wave = range(first, min(n, first + width))
+            opened = [_child_files(folder, index, k) for index in wave]
+            syncfs_once(directory) or os.fsync(directory)
+            for index, (transcript, markers) in zip(wave, opened, strict=True):
+                _record(folder, index, 1)
+                os.unlink(markers[0])
+                os.close(transcript)
+            syncfs_once(directory) or os.fsync(directory)
+            os.fsync(directory)
+        os.close(directory)
+        return time.process_time() - start
+
+
 def workload_of(
     workload: str, latency_ms: int, n: int, k: int
 ) -> tuple[dict[str, Any], float, RuntimeConfig]:
@@ -359,6 +440,9 @@ def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Fi
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     baseline = baseline_cpu(workload, latency_ms, n, k, width)
     calls = sum(c for c, _, _, _ in per_run)
+    floor = []
+    if DURABILITY[durability][1] and workload.startswith("fanout"):
+        floor = [files_floor(n, k, width) / (calls // runs) * 1e6 for _ in range(runs)]
     return Figures(
         workload,
         latency_ms,
@@ -370,6 +454,7 @@ def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Fi
         peak_rss_mb=rss_mb,
         baseline_cpu_s=baseline,
         run_us=[cpu / c * 1e6 for c, cpu, _, _ in per_run],
+        files_floor_us=floor,
     )
 
 
@@ -407,6 +492,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave the import-time heap in garbage collection (the CLI freezes it)",
     )
+    parser.add_argument(
+        "--library",
+        action="store_true",
+        help="as a library user runs it: no gc.freeze by the caller, full durability",
+    )
     parser.add_argument("--json", action="store_true", help="print figures as JSON lines")
     parser.add_argument(
         "--telemetry",
@@ -427,8 +517,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     global durability, freeze_gc, observer
-    durability = args.durability
-    freeze_gc = not args.no_gc_freeze
+    durability = "full" if args.library else args.durability
+    freeze_gc = not (args.no_gc_freeze or args.library)
     observer = telemetry_for(args.telemetry)
     workloads = ["fanout", "fanout-wide", "chain"] if args.workload == "all" else [args.workload]
     if not args.json:

@@ -68,6 +68,9 @@ class RuntimeConfig:
     """``process`` (each teammate its own OS process) or ``in-process``."""
     team_quiet_ms: int = 30_000
     """How long a team message waits for a quiet team before the lead gets it anyway."""
+    freeze_import_heap: bool = True
+    """At the process's first session, keep every object alive then (the imports) out of later
+    garbage collections (``subagents.gc_heap``); ``SUBAGENTS_GC_FREEZE=0`` leaves the heap be."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -117,6 +120,7 @@ class RuntimeConfig:
             ),
             teammate_mode=_teammate_mode(env),
             team_quiet_ms=_int(env, "SUBAGENTS_TEAM_QUIET_MS", cls.team_quiet_ms),
+            freeze_import_heap=_flag(env, ("SUBAGENTS_GC_FREEZE",), default=cls.freeze_import_heap),
         )
 
 
