@@ -98,16 +98,27 @@ class StagedWrite:
     info: os.stat_result
 
 
-def stage_write(path: str, data: bytes, *, target_checked: bool = False) -> StagedWrite:
+def stage_write(
+    path: str, data: bytes, *, target_checked: bool = False, reuse: str | None = None
+) -> StagedWrite:
     """Write ``data`` to a fresh ``0600`` temp file beside ``path`` (no ``fsync`` yet).
 
     ``target_checked``: the caller has just ``lstat``-ed ``path`` under its lock and knows it
     is not a symlink, so the check is not repeated (one system call less per record).
+    ``reuse``: a spare file of the caller's (an earlier version of some record, no longer
+    linked anywhere else) to write into instead of creating one: on ext4 a new inode costs
+    20-500 µs of kernel CPU depending on where its folder is on the disk, rewriting one a few.
+    The spare is taken only if it is a regular file of ours with no other name (``st_nlink``
+    1), so no live record is ever truncated; otherwise a fresh temp file is made.
     """
     if not target_checked:
         refuse_symlink(path)
-    folder, name = os.path.split(path)
-    temp, fd = _open_temp(folder, name)
+    opened = None if reuse is None else _open_spare(reuse)
+    if reuse is not None and opened is not None:
+        temp, fd = reuse, opened
+    else:
+        folder, name = os.path.split(path)
+        temp, fd = _open_temp(folder, name)
     try:
         _write_all(fd, data)
         info = os.fstat(fd)
@@ -138,6 +149,23 @@ def _open_temp(folder: str, name: str) -> tuple[str, int]:
         except FileExistsError:
             _temp_prefix.clear()
     raise FileExistsError(errno.EEXIST, f"{folder}: could not create a fresh temp file")
+
+
+def _open_spare(spare: str) -> int | None:
+    """``spare`` opened for writing and emptied, or None when it cannot be reused."""
+    try:
+        fd = os.open(spare, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_uid == os.getuid():
+            os.ftruncate(fd, 0)
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def commit_writes(writes: Sequence[StagedWrite]) -> list[BaseException | None]:
