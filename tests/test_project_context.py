@@ -14,12 +14,28 @@ from subagents.agents import project_context
 from subagents.agents.project_context import load_project_context
 
 
-async def test_a_git_repository_gets_its_status(tmp_path: Path) -> None:
+async def test_a_git_repository_gets_its_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / "CLAUDE.md").write_text("be brief")
+    (tmp_path / "new.txt").write_text("x")
+    calls: list[tuple[str, ...]] = []
+    real = project_context._git
+
+    async def spy(cwd: Path, *args: str) -> str | None:
+        calls.append(args)
+        return await real(cwd, *args)
+
+    monkeypatch.setattr(project_context, "_git", spy)
     context = await load_project_context(tmp_path)
-    assert "Current branch:" in context.git_status
+    assert context.is_git and "Current branch:" in context.git_status
+    assert "?? CLAUDE.md" in context.git_status and "(no commits)" in context.git_status
     assert "be brief" in context.instructions
+    # Three processes: `git status` also says whether this is a work tree at all.
+    assert [args[0] for args in calls] == ["status", "branch", "log"]
+    outside = await load_project_context(tmp_path / ".git")  # inside .git: no work tree
+    assert not outside.is_git and outside.git_status == ""
 
 
 async def test_a_plain_folder_spawns_no_git(
@@ -40,7 +56,7 @@ async def test_a_plain_folder_spawns_no_git(
     assert context.git_status == "" and calls == []
     monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere.git"))
     await load_project_context(tmp_path)
-    assert calls == [("rev-parse", "--show-toplevel")]  # GIT_DIR may point anywhere: ask git
+    assert calls == [("status", "--short")]  # GIT_DIR may point anywhere: ask git (once)
 
 
 def test_fast_json_reads_back_like_the_standard_library() -> None:

@@ -23,6 +23,7 @@ import asyncio
 import datetime
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,11 +67,11 @@ class ProjectContext:
 
 
 async def load_project_context(cwd: Path, *, home: Path | None = None) -> ProjectContext:
-    root = await _git_root(cwd)
+    status = await _git_status(cwd) if _may_be_in_git(cwd) else None
     return ProjectContext(
         instructions=load_instructions(cwd, Path.home() if home is None else home),
-        git_status=await _git_status(cwd) if root is not None else "",
-        is_git=root is not None,
+        git_status=status or "",
+        is_git=status is not None,
     )
 
 
@@ -105,8 +106,12 @@ def _add(path: Path, label: str, seen: set[Path], texts: list[str], home: Path, 
 def _read_regular(path: Path, seen: set[Path]) -> str | None:
     """The file's text if it is a regular file not read before (by its resolved path)."""
     try:
+        # Most candidates (a CLAUDE.md per parent folder) do not exist: one stat answers, where
+        # resolving first cost an lstat per path component (~0.5 ms a session, measured).
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         resolved = path.resolve()
-    except (OSError, RuntimeError):  # a symlink loop
+    except (OSError, RuntimeError):  # missing, or a symlink loop
         return None
     if resolved in seen or not resolved.is_file():
         return None
@@ -159,24 +164,24 @@ async def _git(cwd: Path, *args: str) -> str | None:
     return out.decode(errors="replace").rstrip() if proc.returncode == 0 else None
 
 
-async def _git_root(cwd: Path) -> Path | None:
-    if not _may_be_in_git(cwd):
-        return None  # most scratch folders: no `git` process just to hear "not a repository"
-    out = await _git(cwd, "rev-parse", "--show-toplevel")
-    return Path(out) if out else None
-
-
 def _may_be_in_git(cwd: Path) -> bool:
     """False only when git certainly sees no repository here: no ``.git`` in ``cwd`` or any
-    parent, and no environment variable that points git elsewhere."""
+    parent, and no environment variable that points git elsewhere (most scratch folders: no
+    ``git`` process just to hear "not a repository")."""
     if any(name in os.environ for name in ("GIT_DIR", "GIT_WORK_TREE")):
         return True
     return any(os.path.lexists(folder / ".git") for folder in (cwd, *cwd.parents))
 
 
-async def _git_status(cwd: Path) -> str:
+async def _git_status(cwd: Path) -> str | None:
+    """The snapshot of the work tree ``cwd`` is in, or None when it is in none: ``git status``
+    fails outside a work tree, so it answers that too (no ``rev-parse`` process first: each
+    process costs the session a fork and a watcher thread)."""
+    status = await _git(cwd, "status", "--short")
+    if status is None:
+        return None
     branch = await _git(cwd, "branch", "--show-current") or "(detached)"
-    status = await _git(cwd, "status", "--short") or "(clean)"
+    status = status or "(clean)"
     log = await _git(cwd, "log", "--oneline", "-n", "5") or "(no commits)"
     text = (
         "This is the git status at the start of the session; it will not update.\n"
