@@ -219,7 +219,12 @@ class Session:
         """The lead's side of a team (docs/teams.md); teammate processes get this session's
         model string and options (a model object cannot cross: its teammates run in-process)."""
         from subagents.agents.teams.config import TeamDirectory
-        from subagents.agents.teams.host import TeamHost, WorkerOptions
+        from subagents.agents.teams.host import (
+            LOCAL_LAUNCHER,
+            TeamHost,
+            TeammateLauncher,
+            WorkerOptions,
+        )
 
         options = self.options
         worker = WorkerOptions(
@@ -235,10 +240,13 @@ class Session:
         async def reconcile(_name: str, _agent_id: str) -> None:
             await recovery.reconcile_orphans(self.store, self.state, hooks=self.runtime.hooks)
 
+        executor = options.executor
         return TeamHost(
             directory=TeamDirectory(self.state),
             root_inbox=self.inbox,
             quiet_ms=self.config.team_quiet_ms,
+            # An executor that runs children elsewhere may start teammate processes there too.
+            launcher=executor if isinstance(executor, TeammateLauncher) else LOCAL_LAUNCHER,
             worker=worker,
             on_crash=reconcile,
         )

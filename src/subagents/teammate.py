@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from subagents.agents.project_context import load_project_context
 from subagents.agents.team_tools import task_tools
 from subagents.agents.teams.config import TeamDirectory
 from subagents.agents.teams.files import TeamError
+from subagents.agents.teams.host import PARENT_ENV
 from subagents.agents.teams.membership import TeamMembership
 from subagents.agents.teams.spawn import TeammateSide, TeammateSpawn, parent_alive, teammate_job
 from subagents.events import AgentRef
@@ -69,7 +71,13 @@ async def serve(spawn: TeammateSpawn) -> int:
     membership = TeamMembership(
         team_name=spawn.team_name, name=spawn.name, directory=TeamDirectory(session.state)
     )
-    side = TeammateSide(membership, runtime, lead_alive=parent_alive(spawn.lead_pid))
+    # Its parent is its lead, or the Ray host that launched it for the lead (``PARENT_ENV``).
+    parent = os.environ.get(PARENT_ENV, "")
+    side = TeammateSide(
+        membership,
+        runtime,
+        lead_alive=parent_alive(int(parent) if parent.isdigit() else spawn.lead_pid),
+    )
     team_tools = [*task_tools(), SendMessageTool()]
     agent_tool = AgentTool(background_available=not session.config.background_disabled)
     job = teammate_job(

@@ -26,6 +26,7 @@ import asyncio
 import itertools
 import logging
 import os
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,7 @@ from subagents.agents.executor import LOCAL
 from subagents.agents.orphan_processes import kill_leftovers, pids_path
 from subagents.agents.recovery import transcript_verdict
 from subagents.agents.runtime import AgentRuntime
+from subagents.agents.teams.host import PARENT_ENV, TeammateProcess, launch_process, signal_group
 from subagents.distributed.host import HostedChildren
 from subagents.distributed.remote import (
     Ended,
@@ -50,6 +52,7 @@ from subagents.distributed.remote import (
 )
 from subagents.loop.query import LoopOutcome
 from subagents.observe import provider_name
+from subagents.store.process_identity import pid_exists, start_identity
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +61,12 @@ _LOST = (RayActorError, WorkerCrashedError)
 
 
 class ChildHost:
-    """Hosts background children on one worker process (``host.HostedChildren``)."""
+    """Hosts background children on one worker process (``host.HostedChildren``), and starts
+    teammate worker processes on its node for the lead (``TeammateLauncher``)."""
 
     def __init__(self) -> None:
         self._children = HostedChildren()
+        self._teammates: dict[int, TeammateProcess] = {}
 
     async def run(self, remote: RemoteChild) -> Any:
         async for item in self._children.run(remote):
@@ -75,6 +80,26 @@ class ChildHost:
 
     async def running(self) -> list[str]:
         return self._children.running()
+
+    async def start_teammate(
+        self, argv: list[str], cwd: str, env: dict[str, str], log_path: str
+    ) -> tuple[int, str | None]:
+        # The worker's parent is this host, which Ray ends with the lead: the worker watches
+        # its parent (``PARENT_ENV``) and leaves when it is gone, as when its lead dies.
+        env = {**env, PARENT_ENV: str(os.getpid())}
+        process = await launch_process(argv, cwd=cwd, env=env, log_path=log_path)
+        self._teammates[process.pid] = process
+        return process.pid, process.pid_start
+
+    async def wait_teammate(self, pid: int) -> int | None:
+        try:
+            return await self._teammates[pid].wait()
+        finally:
+            self._teammates.pop(pid, None)
+
+    async def signal_teammate(self, pid: int, signum: int) -> None:
+        if pid in self._teammates:
+            signal_group(pid, signal.Signals(signum))
 
 
 _HostActor = ray.remote(ChildHost)
@@ -196,11 +221,55 @@ class RayExecutor:
         resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
         return max(1, int(resources.get("CPU", 1)))
 
+    async def launch_teammate(
+        self, argv: list[str], *, cwd: str, env: dict[str, str], log_path: str
+    ) -> TeammateProcess:
+        """``TeammateLauncher``: the worker process starts on a host's node (round-robin)."""
+        _, host = self._host()
+        pid, pid_start = await host.start_teammate.remote(argv, cwd, env, log_path)
+        return RayTeammate(host=host, pid=pid, pid_start=pid_start)
+
     async def host_pids(self) -> list[int]:
         """The worker processes hosting children (a test kills one)."""
         if not self._hosts:
             self._host()
         return list(await asyncio.gather(*(h.pid.remote() for h in self._hosts)))
+
+
+@dataclass
+class RayTeammate:
+    """A teammate worker process started by a ``ChildHost`` (``TeammateProcess``)."""
+
+    host: Any
+    pid: int
+    pid_start: str | None
+    returncode: int | None = None
+
+    async def wait(self) -> int | None:
+        try:
+            self.returncode = await self.host.wait_teammate.remote(self.pid)
+        except _LOST:
+            # Its host died: the worker sees its parent gone and leaves. On this machine it is
+            # ended now (so its record is an orphan when the lead reconciles it); on another
+            # node its start identity does not match here and nothing is signalled.
+            log.warning("teammate process %s lost its Ray host", self.pid)
+            if start_identity(self.pid) == self.pid_start:
+                signal_group(self.pid, signal.SIGKILL)
+                await _gone(self.pid)
+            self.returncode = -signal.SIGKILL
+        return self.returncode
+
+    def signal_group(self, sig: signal.Signals) -> None:
+        if self.returncode is None:
+            self.host.signal_teammate.remote(self.pid, int(sig))
+
+
+async def _gone(pid: int, timeout_s: float = 5.0) -> None:
+    """Until ``pid`` is no longer a running process (a zombie counts as gone)."""
+    for _ in range(int(timeout_s / 0.02)):  # a process's end has no event to wait on here
+        if not pid_exists(pid):
+            return
+        await asyncio.sleep(0.02)
 
 
 def _failed(job: AgentJob, error: str) -> LoopOutcome:

@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from subagents.agents.teams.config import TeamDirectory, member_alive, teammates
 from subagents.agents.teams.files import LEAD_NAME, TeamError
@@ -38,11 +38,102 @@ MEMBER_BUSY = "member_busy"
 """An internal mailbox line: the named member was sent work (never shown to a model)."""
 
 
+PARENT_ENV = "SUBAGENTS_TEAMMATE_PARENT_PID"
+"""The process a teammate worker shares its life with when that is not its lead: the Ray host
+that launched it for the lead (Ray ends the host with its lead; the worker then sees its parent
+gone and leaves, as when its lead dies)."""
+
+
+class TeammateProcess(Protocol):
+    """A started teammate worker, wherever it runs."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def pid_start(self) -> str | None:
+        """Its start identity (``process_identity.start_identity``) where it runs."""
+        ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int | None:
+        """Its exit code (negative: killed by that signal) once it has ended."""
+        ...
+
+    def signal_group(self, sig: signal.Signals) -> None:
+        """Signal its process group (gone already: nothing happens)."""
+        ...
+
+
+@runtime_checkable
+class TeammateLauncher(Protocol):
+    """Starts teammate worker processes: here (``LocalLauncher``) or on a cluster node (the Ray
+    executor, ``distributed/ray_executor.py``)."""
+
+    async def launch_teammate(
+        self, argv: list[str], *, cwd: str, env: dict[str, str], log_path: str
+    ) -> TeammateProcess: ...
+
+
+@dataclass
+class _LocalTeammate:
+    process: asyncio.subprocess.Process
+    pid_start: str | None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    async def wait(self) -> int | None:
+        return await self.process.wait()
+
+    def signal_group(self, sig: signal.Signals) -> None:
+        signal_group(self.process.pid, sig)
+
+
+class LocalLauncher:
+    """A teammate worker as a child process of the lead, in its own process group."""
+
+    async def launch_teammate(
+        self, argv: list[str], *, cwd: str, env: dict[str, str], log_path: str
+    ) -> TeammateProcess:
+        return await launch_process(argv, cwd=cwd, env=env, log_path=log_path)
+
+
+async def launch_process(
+    argv: list[str], *, cwd: str, env: dict[str, str], log_path: str
+) -> _LocalTeammate:
+    """Start ``argv`` in its own process group, stdout and stderr appended to ``log_path``."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            start_new_session=True,
+            env=env,
+        )
+    finally:
+        os.close(fd)
+    return _LocalTeammate(process=process, pid_start=start_identity(process.pid))
+
+
+LOCAL_LAUNCHER = LocalLauncher()
+
+
 @dataclass
 class _Teammate:
     name: str
     agent_id: str
-    process: asyncio.subprocess.Process | None = None
+    process: TeammateProcess | None = None
     task: asyncio.Task[Any] | None = None
     watcher: asyncio.Task[None] | None = None
     stopping: bool = False
@@ -71,6 +162,8 @@ class TeamHost:
     worker: WorkerOptions
     on_crash: Callable[[str, str], Awaitable[None]] | None = None
     """Called (name, agent id) after a teammate ended uncleanly (record reconciliation)."""
+    launcher: TeammateLauncher = LOCAL_LAUNCHER
+    """Where teammate workers start (the session's executor when it can launch them)."""
     membership: TeamMembership | None = None
     busy: set[str] = field(default_factory=set)
     held: list[InboxItem] = field(default_factory=list)
@@ -165,35 +258,24 @@ class TeamHost:
     # -- teammates ---------------------------------------------------------------------------
 
     async def start_process(self, spawn: TeammateSpawn) -> int:
-        """Start a teammate worker process; returns its pid."""
+        """Start a teammate worker process (through ``launcher``); returns its pid."""
         membership = self._require()
         spawn_file = membership.paths.member_file(spawn.name, ".json")
         write_spawn_file(spawn_file, spawn)
         log_path = membership.paths.member_file(spawn.name, ".log")
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        try:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "subagents",
-                "teammate-worker",
-                str(spawn_file),
-                cwd=spawn.cwd,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=fd,
-                stderr=fd,
-                start_new_session=True,
-                env={**os.environ, "SUBAGENTS_HOME": spawn.home},
-            )
-        finally:
-            os.close(fd)
+        process = await self.launcher.launch_teammate(
+            [sys.executable, "-m", "subagents", "teammate-worker", str(spawn_file)],
+            cwd=spawn.cwd,
+            env={**os.environ, "SUBAGENTS_HOME": spawn.home},
+            log_path=str(log_path),
+        )
         member = _Teammate(name=spawn.name, agent_id=spawn.agent_id, process=process)
         self._track(member)
         member.watcher = asyncio.get_running_loop().create_task(
             self._await_exit(member), name=f"teammate:{spawn.team_name}/{spawn.name}"
         )
         self.directory.set_member(
-            spawn.team_name, spawn.name, pid=process.pid, pidStart=start_identity(process.pid)
+            spawn.team_name, spawn.name, pid=process.pid, pidStart=process.pid_start
         )
         return process.pid
 
@@ -273,7 +355,7 @@ class TeamHost:
         for member in running:
             member.stopping = True
             if member.process is not None and member.process.returncode is None:
-                _signal_group(member.process.pid, signal.SIGTERM)
+                member.process.signal_group(signal.SIGTERM)
             elif member.task is not None:
                 member.task.cancel("the lead's run ended")
         watchers = {m.watcher for m in running if m.watcher is not None}
@@ -281,12 +363,12 @@ class TeamHost:
             _, late = await asyncio.wait(watchers, timeout=STOP_WAIT_S)
             for member in running:
                 if member.process is not None and member.watcher in late:
-                    _signal_group(member.process.pid, signal.SIGKILL)
+                    member.process.signal_group(signal.SIGKILL)
             if late:
                 await asyncio.wait(late, timeout=STOP_WAIT_S)
         for member in running:
             if member.process is not None:
-                _signal_group(member.process.pid, signal.SIGKILL)  # leftovers of its group
+                member.process.signal_group(signal.SIGKILL)  # leftovers of its group
         self._mark_gone()
         await self.left()
 
@@ -307,7 +389,7 @@ class TeamHost:
             pass
 
 
-def _signal_group(pid: int, sig: signal.Signals) -> None:
+def signal_group(pid: int, sig: signal.Signals) -> None:
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
