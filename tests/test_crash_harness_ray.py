@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import pid_alive, script_args
+from cli_helpers import script_args, wait_until_dead
 from subagents.testing.pg_cluster import PgCluster
 from subagents.testing.ray_cluster import RayCluster
 from test_crash_harness import (
@@ -77,7 +77,7 @@ def crash_once_on_ray(index: int, root: Path, cluster: RayCluster, pg: PgCluster
     tally = RunTally()
     session_id, host = kill_on_ray(crash_script, project, folder, env, rng, mode, tally)
     restart_and_check(index, folder, project, env, session_id, resume_script, rng, tally)
-    if host is not None and not _ends(host, 15):
+    if host is not None and not wait_until_dead(host, timeout_s=15):
         tally.problems.append(f"run {index} ({mode}): host {host} outlived its driver")
     tally.problems[:] = [f"{p} [{mode}]" for p in tally.problems]
     return tally
@@ -153,15 +153,6 @@ def _kill(pid: int) -> bool:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         return False
-    return True
-
-
-def _ends(pid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while pid_alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
     return True
 
 
