@@ -12,7 +12,15 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import recorded, run_cli, start_script, tool_call, write_script
+from cli_helpers import (
+    recorded,
+    run_cli,
+    run_script,
+    start_script,
+    tool_call,
+    wait_until_dead,
+    write_script,
+)
 from subagents.testing.pg_cluster import PgCluster
 from subagents.testing.ray_cluster import RayCluster
 from test_teams_crash import SLOW_WORKER, config_pid, wait_for
@@ -126,3 +134,47 @@ def test_a_teammate_whose_ray_host_dies_is_reported_once_and_its_task_released(
     shown = run_cli("tasks", "show", teammate_id, "--json", cwd=tmp_path, env=env)
     assert json.loads(shown.stdout)["status"] == "failed", shown.stdout
     assert worker_processes(os.environ["SUBAGENTS_HOME"]) == []
+
+
+def test_a_killed_leads_teammate_on_ray_ends_with_its_host_and_a_resumed_lead_cleans_up(
+    tmp_path: Path, pg_cluster: PgCluster, ray_cluster: RayCluster
+) -> None:
+    """kill -9 of the lead: Ray ends its host actor, and an exiting Ray worker kills its direct
+    child processes — the teammate ends with it (no orphan). Its claimed task waits for the
+    resumed lead, which releases it (``TeamHost.rejoin``) and can delete the team."""
+    first = {
+        "agent_type": "main",
+        "match": "^go$",
+        "turns": [
+            {"tool_calls": [tool_call("TeamCreate", team_name="alpha")]},
+            {"tool_calls": [tool_call("TaskCreate", subject="task 1")]},
+            {"tool_calls": [spawn("w1", "you are w1")]},
+            {"text": "waiting"},
+        ],
+    }
+    cleanup = {
+        "agent_type": "main",
+        "match": "^cleanup$",
+        "turns": [
+            {"tool_calls": [tool_call("TaskList"), tool_call("TeamDelete")]},
+            {"text": "{{tool_results}}"},
+        ],
+    }
+    script = write_script(tmp_path, [first, cleanup, SLOW_WORKER])
+    env = _env(ray_cluster, pg_cluster.fresh_url())
+    proc = start_script(script, tmp_path, env=env)
+    wait_for(lambda: len(_requests(tmp_path, "w1")) >= 2, timeout_s=180)  # claimed
+    worker = config_pid(tmp_path, "alpha", "w1")
+    host, _ = _parent(worker)
+    session_id = recorded(tmp_path)[0]["agent_id"]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert wait_until_dead(host, timeout_s=20), "the host actor outlived its lead"
+    assert wait_until_dead(worker, timeout_s=20), "the teammate outlived its lead"
+    assert worker_processes(os.environ["SUBAGENTS_HOME"]) == []
+    resumed = run_script(
+        script, tmp_path, "--resume", session_id, prompt="cleanup", env=env, timeout=120
+    )
+    assert resumed.code == 0, resumed.stderr
+    text = resumed.json()["result"]
+    assert "#1 [pending] task 1" in text and "Team 'alpha' deleted" in text, text
