@@ -132,6 +132,7 @@ def test_a_teammate_whose_ray_host_dies_is_reported_once_and_its_task_released(
     assert "released for others to claim: #1" in everything
     teammate_id = _requests(tmp_path, "w1")[0]["agent_id"]
     shown = run_cli("tasks", "show", teammate_id, "--json", cwd=tmp_path, env=env)
+    assert shown.code == 0, shown.stderr
     assert json.loads(shown.stdout)["status"] == "failed", shown.stdout
     assert worker_processes(os.environ["SUBAGENTS_HOME"]) == []
 
