@@ -286,6 +286,43 @@ def measure_floor(
     )
 
 
+def count_calls(provider: str, transport: str, n: int, k: int, latency_ms: int) -> str:
+    """Python function calls per model call of one fan-out over HTTP after a warm-up
+    (``--count-calls``): a figure load cannot move, for A/B of the per-call path (the server
+    is another process; only this client's calls are counted)."""
+    import cProfile
+    import pstats
+
+    server = ReplayProcess(n, k, latency_ms)
+    counts: list[tuple[int, int]] = []
+    try:
+        for index in range(3):  # a warm-up (imports, connections), then two counted runs
+            profile = cProfile.Profile()
+
+            async def one() -> int:
+                model = make_model(provider, transport, server.url)
+                try:
+                    with tempfile.TemporaryDirectory(prefix="http-", dir=bench_dir()) as tmp:
+                        profile.enable()
+                        try:
+                            return (await run_session(model, Path(tmp), n))[0]
+                        finally:
+                            profile.disable()
+                finally:
+                    await model.aclose()
+
+            model_calls = asyncio.run(one())
+            if index:
+                counts.append((pstats.Stats(profile).total_calls, model_calls))
+    finally:
+        server.close()
+    per_call = "  ".join(f"{calls / model_calls:.1f} ({calls})" for calls, model_calls in counts)
+    return (
+        f"{provider:9} {transport:5} L={latency_ms:>2} ms  model calls={counts[0][1]}  "
+        f"Python calls per model call: {per_call}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--provider", choices=("anthropic", "openai", "all"), default="all")
@@ -296,9 +333,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--no-floors", action="store_true")
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
+    parser.add_argument(
+        "--count-calls", action="store_true", help="Python calls per model call (load-proof)"
+    )
     args = parser.parse_args(argv)
     providers = ["anthropic", "openai"] if args.provider == "all" else [args.provider]
     transports = ["lean", "sdk"] if args.transport == "all" else [args.transport]
+    if args.count_calls:
+        for provider in providers:
+            for transport in transports:
+                for latency in args.latency or [0, 20]:
+                    print(count_calls(provider, transport, args.n, args.k, latency), flush=True)
+        return 0
     for provider in providers:
         bodies = [] if args.no_floors else recorded_bodies(provider, args.n, args.k)
         for latency in args.latency or [0, 20]:

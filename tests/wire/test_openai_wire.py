@@ -26,6 +26,7 @@ from subagents.models.base import (
     complete,
 )
 from subagents.models.openai import OpenAIModel
+from subagents.models.openai_messages import to_openai_messages
 from subagents.models.resolve import resolve_alias, resolve_model
 from subagents.models.retry import ModelCaller, RetryPolicy
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolInput, ToolOutput
@@ -384,3 +385,56 @@ async def test_resolve_model_builds_an_openai_compatible_model(
 
     assert wire_server.requests[0].body["model"] == "qwen2.5-coder"
     assert resolve_alias(model, "sonnet") is model  # no alias entry: a local server keeps its model
+
+
+# --- converting each message once (openai_messages.HistoryConversions) ----------------------
+
+
+def _tool_turn(call_id: str, path: str) -> list[Message]:
+    return [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": call_id, "name": "Read", "input": {"path": path}}
+            ],
+        },
+        user_message(
+            [{"type": "tool_result", "tool_use_id": call_id, "content": f"text of {path}"}]
+        ),
+    ]
+
+
+async def test_a_growing_history_is_sent_as_it_is_now_even_when_changed_in_place(
+    openai_wire: OpenAIWire, wire_server: WireServer
+) -> None:
+    """Each message is converted once per agent, yet what is sent is always the history as
+    it is at the call: appended, edited in place (a nested tool input, a tool result), or
+    replaced by another list (compaction), for interleaved agents."""
+    model = openai_wire.model()
+    history: list[Message] = [user_message("read files"), *_tool_turn("c1", "a")]
+    other: list[Message] = [user_message("another agent")]
+
+    async def send(messages: list[Message], agent_id: str = "a1") -> list[dict[str, Any]]:
+        wire_server.queue(openai_wire.reply(text="ok"))
+        request = make_request(messages)
+        request.metadata = RequestMetadata(agent_id=agent_id, agent_type="test", prompt="p")
+        await complete(model, request)
+        sent: list[dict[str, Any]] = wire_server.requests[-1].body["messages"]
+        assert sent == to_openai_messages("You are a test agent.", messages)  # the reference
+        return sent
+
+    await send(history)
+    await send(other, agent_id="a2")
+    history += _tool_turn("c2", "b")
+    assert (await send(history))[-1]["content"] == "text of b"
+
+    history[1]["content"][0]["input"]["path"] = "edited"  # type: ignore[index]
+    history[2]["content"][0]["content"] = "a changed result"  # type: ignore[index]
+    sent = await send(history)
+    assert sent[2]["tool_calls"][0]["function"]["arguments"] == '{"path": "edited"}'
+    assert sent[3]["content"] == "a changed result"
+
+    compacted: list[Message] = [user_message("summary of the work so far"), *_tool_turn("c3", "c")]
+    sent = await send(compacted)
+    assert [m.get("content") for m in sent[1:2]] == ["summary of the work so far"]
+    assert (await send(other, agent_id="a2"))[1]["content"] == "another agent"

@@ -1,7 +1,8 @@
 """The OpenAI-compatible provider: chat completions through the official ``openai`` SDK, streamed.
 
 It covers OpenAI itself and the local servers that speak the same protocol (Ollama, vLLM,
-LM Studio, llama.cpp server). Our Anthropic-shaped history is converted on every call:
+LM Studio, llama.cpp server). Our Anthropic-shaped history is converted (``openai_messages.py``;
+each message once per agent, ``HistoryConversions``):
 
 * the system prompt becomes the first ``system`` message;
 * an assistant message's ``tool_use`` blocks become its ``tool_calls`` (arguments as JSON text);
@@ -24,14 +25,13 @@ and the fallback (see ``anthropic.py``); neither retries: ``ModelCaller`` owns r
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from subagents.messages import ContentBlock, Message, Usage, blocks_of, tool_result_text
+from subagents.messages import ContentBlock, Usage
 from subagents.models._http import Origin
 from subagents.models._lean import (
     USER_AGENT,
@@ -49,6 +49,7 @@ from subagents.models._sdk_support import (
     parse_tool_arguments,
 )
 from subagents.models.base import MessageDone, ModelError, ModelRequest
+from subagents.models.openai_messages import HistoryConversions
 
 KEYLESS_PLACEHOLDER = "not-needed"
 """API key sent when none is configured: local servers ignore it, the SDK insists on one."""
@@ -94,6 +95,7 @@ class OpenAIModel(HTTPProvider):
         self.max_tokens_param = max_tokens_param
         self.client: Any = client
         self._endpoint = _endpoint
+        self._history = HistoryConversions()
         if client is None and _endpoint is None:
             key = api_key or os.environ.get("OPENAI_API_KEY") or KEYLESS_PLACEHOLDER
             url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
@@ -133,7 +135,9 @@ class OpenAIModel(HTTPProvider):
         params: dict[str, Any] = {
             "model": self.name,
             "stream": True,
-            "messages": to_openai_messages(request.system, request.messages),
+            "messages": self._history.convert(
+                request.metadata.agent_id, request.system, request.messages
+            ),
             self.max_tokens_param: request.max_tokens,
             "stream_options": {"include_usage": True},
         }
@@ -181,54 +185,6 @@ def to_openai_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
             "parameters": spec.get("input_schema") or {"type": "object", "properties": {}},
         }
         out.append({"type": "function", "function": function})
-    return out
-
-
-def to_openai_messages(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Our history as chat-completions messages (see the module docstring for the mapping)."""
-    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for message in messages:
-        if message["role"] == "assistant":
-            out.append(_assistant_message(blocks_of(message)))
-        else:
-            out.extend(_user_messages(message))
-    return out
-
-
-def _assistant_message(blocks: list[ContentBlock]) -> dict[str, Any]:
-    text = "\n".join(b["text"] for b in blocks if b["type"] == "text" and b["text"])
-    calls = [
-        {
-            "id": b["id"],
-            "type": "function",
-            "function": {"name": b["name"], "arguments": json.dumps(b["input"])},
-        }
-        for b in blocks
-        if b["type"] == "tool_use"
-    ]
-    converted: dict[str, Any] = {"role": "assistant", "content": text or None}
-    if calls:
-        converted["tool_calls"] = calls
-    elif not text:
-        converted["content"] = ""
-    return converted
-
-
-def _user_messages(message: Message) -> list[dict[str, Any]]:
-    if isinstance(message["content"], str):
-        return [{"role": "user", "content": message["content"]}]
-    out: list[dict[str, Any]] = []
-    texts: list[str] = []
-    for block in message["content"]:
-        if block["type"] == "tool_result":
-            content = tool_result_text(block)
-            if block.get("is_error"):
-                content = f"Error: {content}"
-            out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": content})
-        elif block["type"] == "text":
-            texts.append(block["text"])
-    if texts:
-        out.append({"role": "user", "content": "\n".join(texts)})
     return out
 
 
