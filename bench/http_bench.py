@@ -53,9 +53,14 @@ PATHS = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions"}
 class ReplayProcess:
     """``replay_server.py`` in a child process; ``url`` once it listens."""
 
+    streams = False
+    """Serve with the asyncio-streams server (``--streams-server``), to compare floors."""
+
     def __init__(self, n: int, k: int, latency_ms: int, *, record: Path | None = None) -> None:
         command = [sys.executable, str(HERE / "replay_server.py"), "--n", str(n), "--k", str(k)]
         command += ["--latency-ms", str(latency_ms)]
+        if self.streams:
+            command.append("--streams")
         if record is not None:
             command += ["--record", str(record)]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
@@ -299,7 +304,7 @@ def count_calls(provider: str, transport: str, n: int, k: int, latency_ms: int) 
         for index in range(3):  # a warm-up (imports, connections), then two counted runs
             profile = cProfile.Profile()
 
-            async def one() -> int:
+            async def one(profile: cProfile.Profile = profile) -> int:
                 model = make_model(provider, transport, server.url)
                 try:
                     with tempfile.TemporaryDirectory(prefix="http-", dir=bench_dir()) as tmp:
@@ -336,7 +341,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--count-calls", action="store_true", help="Python calls per model call (load-proof)"
     )
+    parser.add_argument(
+        "--streams-server",
+        action="store_true",
+        help="the replay server on asyncio streams (~2x its CPU per call) instead of a protocol",
+    )
     args = parser.parse_args(argv)
+    ReplayProcess.streams = args.streams_server
     providers = ["anthropic", "openai"] if args.provider == "all" else [args.provider]
     transports = ["lean", "sdk"] if args.transport == "all" else [args.transport]
     if args.count_calls:

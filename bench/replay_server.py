@@ -204,6 +204,10 @@ class ReplayServer:
     watched_pid: int | None = None
     record: Path | None = None
     """Append every request body to this file, one per line (the floors replay them)."""
+    streams: bool = False
+    """Serve with asyncio streams (a reader/writer and a task per connection, a sleep per
+    reply) instead of the default protocol (``_ReplayProtocol``: a buffer per connection, a
+    timer per reply); the same bytes either way, the streams cost the server ~2x the CPU."""
     _server: asyncio.Server | None = None
     _cache: dict[tuple[str, bool, int], list[bytes]] = field(default_factory=dict)
     _anthropic: AnthropicReplay = field(default_factory=AnthropicReplay)
@@ -216,7 +220,13 @@ class ReplayServer:
         return f"http://{host}:{port}"
 
     async def start(self, port: int = 0) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", port, backlog=512)
+        if self.streams:
+            self._server = await asyncio.start_server(self._serve, "127.0.0.1", port, backlog=512)
+            return
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _ReplayProtocol(self), "127.0.0.1", port, backlog=512
+        )
 
     async def close(self) -> None:
         if self._server is not None:
@@ -226,14 +236,26 @@ class ReplayServer:
     def watch(self, pid: int | None) -> None:
         self.watched_pid = pid
 
+    def arrived(self, head: bytes) -> tuple[str, int]:
+        """A request's head is in: note it (and the watched CPU); its path and body length."""
+        arrived = time.monotonic()
+        cpu = process_cpu_ns(self.watched_pid) if self.watched_pid else None
+        path, length = _parse_head(head)
+        self.arrivals.append(Arrival(path=path, at=arrived, client_cpu_ns=cpu))
+        return path, length
+
+    def response(self, path: str, raw: bytes) -> bytes:
+        """The whole HTTP response to one request (head, one chunk per SSE event, last chunk)."""
+        if self.record is not None:
+            with self.record.open("ab") as handle:
+                handle.write(raw + b"\n")
+        return _STREAM_HEAD + b"".join(self._reply(path, raw)) + b"0\r\n\r\n"
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                arrived = time.monotonic()
-                cpu = process_cpu_ns(self.watched_pid) if self.watched_pid else None
-                path, length = _parse_head(head)
-                self.arrivals.append(Arrival(path=path, at=arrived, client_cpu_ns=cpu))
+                path, length = self.arrived(head)
                 raw = await reader.readexactly(length) if length else b"{}"
                 if self.record is not None:
                     with self.record.open("ab") as handle:
@@ -268,6 +290,45 @@ class ReplayServer:
             replay = self._openai if openai else self._anthropic
             cached = self._cache[key] = encode(replay.reply(calls, None))
         return cached
+
+
+class _ReplayProtocol(asyncio.Protocol):
+    """One keep-alive connection: requests parsed from a buffer as they complete, each reply
+    written whole after the latency by a timer (replies of one connection keep their order:
+    equal delays fire in the order they were set)."""
+
+    def __init__(self, server: ReplayServer) -> None:
+        self.server = server
+        self.buffer = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.loop = asyncio.get_running_loop()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            head = bytes(self.buffer[: end + 4])
+            path, length = _parse_head(head)
+            if len(self.buffer) < end + 4 + length:
+                return  # the body is not all here yet; the head is parsed again then
+            raw = bytes(self.buffer[end + 4 : end + 4 + length]) if length else b"{}"
+            del self.buffer[: end + 4 + length]
+            self.server.arrived(head)
+            payload = self.server.response(path, raw)
+            if self.server.latency_s:
+                self.loop.call_later(self.server.latency_s, self._send, payload)
+            else:
+                self._send(payload)
+
+    def _send(self, payload: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(payload)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
 
 
 _STREAM_HEAD = (
@@ -305,6 +366,7 @@ async def _serve_forever(args: argparse.Namespace) -> None:
         scenario=FanoutScenario(n=args.n, k=args.k),
         latency_s=args.latency_ms / 1000,
         record=args.record,
+        streams=args.streams,
     )
     await server.start(args.port)
     print(server.url, flush=True)
@@ -318,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--record", type=Path, help="append request bodies to this file")
+    parser.add_argument(
+        "--streams", action="store_true", help="serve with asyncio streams (the old server)"
+    )
     args = parser.parse_args(argv)
     try:
         asyncio.run(_serve_forever(args))

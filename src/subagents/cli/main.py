@@ -13,6 +13,7 @@ import gc
 import sys
 from collections.abc import Sequence
 
+from subagents.cli import codegen_cache
 from subagents.cli.flags import add_headless_arguments, bind_values
 from subagents.cli.mcp_cmd import add_mcp_arguments
 from subagents.gc_heap import freeze_import_heap
@@ -67,10 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Start-up creates only objects that live as long as the process (modules, classes,
     # schemas): a collection during it finds nothing, and they cost a tenth of its CPU.
     gc.disable()
+    codegen_cache.install()  # before the runtime's ~200 dataclasses are created
     try:
         return _main(argv)
     finally:
         gc.enable()
+        codegen_cache.save()
 
 
 def _main(argv: Sequence[str] | None) -> int:

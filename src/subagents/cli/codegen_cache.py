@@ -1,0 +1,149 @@
+"""A bytecode cache for the code ``dataclasses`` generates, so a ``subagents`` process does not
+compile the same few hundred methods from source on every start.
+
+Why: Python 3.11's ``dataclasses`` writes each generated method (``__init__``, ``__repr__``,
+``__eq__``, frozen ``__setattr__``…) as source text and ``exec``s it. A ``-p`` run creates ~200
+dataclasses, ~800 such methods, and parsing and compiling them was about a third of its start-up
+CPU (measured with callgrind: 37 % of the instructions before the first model request). The
+text is a pure function of the class definition, so its compiled code can be cached like a
+module's ``.pyc``.
+
+How: ``install()`` (called by ``cli/main.py`` before the runtime is imported) puts an ``exec``
+into the ``dataclasses`` module's namespace (the name ``exec`` in that module resolves there
+before the builtin). It looks each source text up in the cache and compiles only a miss, exactly
+as ``exec`` would (``<string>``, no inherited ``__future__`` flags); everything else goes to the
+builtin. ``save()`` writes the cache back when this process compiled something new.
+
+Trust: a cache entry is code this process runs, so the file is read only if it is a regular file
+(not a symlink), owned by this user and writable by nobody else, in the private state folder
+(``~/.subagents/cache``, mode 0700), and it is tagged with the interpreter's bytecode magic
+number; anything else is ignored (and replaced on save). Like Python's own ``.pyc`` files it is
+not written under ``PYTHONDONTWRITEBYTECODE``; ``SUBAGENTS_CODEGEN_CACHE=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import importlib.util
+import marshal
+import os
+import stat
+import sys
+import types
+from pathlib import Path
+from typing import Any, Final
+
+from subagents.state import ensure_private_dir, subagents_home
+
+MAX_CACHE_BYTES: Final = 16 << 20
+"""Largest cache file read (a -p run's is ~1 MB)."""
+
+MAX_ENTRIES: Final = 8192
+"""Entries kept across runs; past it only what the last run used is written."""
+
+_TAG: Final = (b"subagents-codegen-1", importlib.util.MAGIC_NUMBER)
+
+
+class _Cache:
+    def __init__(self, path: Path, entries: dict[str, types.CodeType]) -> None:
+        self.path = path
+        self.entries = entries
+        self.used: dict[str, types.CodeType] = {}
+        self.compiled = 0
+
+    def exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
+        if type(source) is str:
+            code = self.entries.get(source)
+            if code is None:
+                code = compile(source, "<string>", "exec", dont_inherit=True)
+                self.compiled += 1
+            self.used[source] = code
+            source = code
+        builtins.exec(source, globals, locals)
+
+
+_installed: _Cache | None = None
+
+
+def cache_path() -> Path:
+    return subagents_home() / "cache" / f"codegen-{sys.implementation.cache_tag}.marshal"
+
+
+def install() -> None:
+    """Serve ``dataclasses``' generated code from the cache (see the module docstring)."""
+    global _installed
+    if _installed is not None or os.environ.get("SUBAGENTS_CODEGEN_CACHE", "1") == "0":
+        return
+    path = cache_path()
+    _installed = _Cache(path, _read(path))
+    dataclasses.exec = _installed.exec  # type: ignore[attr-defined]  # shadows the builtin there
+
+
+def save() -> None:
+    """Write the cache back if this process compiled code it did not have (never raises)."""
+    cache = _installed
+    if cache is None or not cache.compiled or sys.dont_write_bytecode:
+        return
+    merged = {**cache.entries, **cache.used}
+    if len(merged) > MAX_ENTRIES:
+        merged = cache.used
+    try:
+        _write(cache.path, marshal.dumps((_TAG, merged)))
+    except (OSError, ValueError):
+        pass  # a cache: the next run compiles again
+    cache.entries, cache.compiled = merged, 0
+
+
+def _read(path: Path) -> dict[str, types.CodeType]:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return {}
+    try:
+        info = os.fstat(fd)
+        if not _trusted(info):
+            return {}
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            raw = handle.read(MAX_CACHE_BYTES + 1)
+    except OSError:
+        return {}
+    finally:
+        os.close(fd)
+    return _entries(raw)
+
+
+def _trusted(info: os.stat_result) -> bool:
+    return (
+        stat.S_ISREG(info.st_mode)
+        and info.st_uid == os.getuid()
+        and not info.st_mode & 0o022
+        and info.st_size <= MAX_CACHE_BYTES
+    )
+
+
+def _entries(raw: bytes) -> dict[str, types.CodeType]:
+    try:
+        tag, entries = marshal.loads(raw)
+    except (EOFError, ValueError, TypeError):
+        return {}
+    if tag != _TAG or type(entries) is not dict:
+        return {}
+    return {
+        text: code
+        for text, code in entries.items()
+        if type(text) is str and type(code) is types.CodeType
+    }
+
+
+def _write(path: Path, data: bytes) -> None:
+    ensure_private_dir(path.parent)
+    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
