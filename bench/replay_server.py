@@ -207,7 +207,8 @@ class ReplayServer:
     streams: bool = False
     """Serve with asyncio streams (a reader/writer and a task per connection, a sleep per
     reply) instead of the default protocol (``_ReplayProtocol``: a buffer per connection, a
-    timer per reply); the same bytes either way, the streams cost the server ~2x the CPU."""
+    timer per reply); the same bytes either way, the streams cost the server about twice the
+    CPU per call (89-99 vs 40-48 µs at L = 0, measured under load: docs/performance.md)."""
     _server: asyncio.Server | None = None
     _cache: dict[tuple[str, bool, int], list[bytes]] = field(default_factory=dict)
     _anthropic: AnthropicReplay = field(default_factory=AnthropicReplay)

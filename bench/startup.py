@@ -18,7 +18,8 @@ Bytecode: the children run with ``PYTHONPYCACHEPREFIX`` in the bench folder and 
 ``PYTHONDONTWRITEBYTECODE``, so after the warm-up run every module loads from cached bytecode,
 as from an installed package (pip compiles at install). This workspace sets
 ``PYTHONDONTWRITEBYTECODE=1``, under which every run recompiles every module first; the
-``no bytecode`` row shows that cost.
+``no bytecode`` row shows that cost (with the dataclass codegen cache off too,
+``cli/codegen_cache.py``, which the other rows keep in the bench folder's ``SUBAGENTS_HOME``).
 
 Run: ``python bench/startup.py [--runs 10] [--json]``.
 """
@@ -100,6 +101,7 @@ def child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.pop("SUBAGENTS_MODEL", None)
     env["PYTHONPYCACHEPREFIX"] = str(bench_dir() / "pycache")
+    env["SUBAGENTS_HOME"] = str(bench_dir() / "home")  # its codegen cache, like the pycache
     return {**env, **extra}
 
 
@@ -141,7 +143,9 @@ def measure_scripted(runs: int, folder: Path, *, bytecode: bool = True) -> Figur
     script = folder / "one-turn.json"
     script.write_text(json.dumps(SCRIPT))
     label = "subagents -p (scripted)" if bytecode else "  same, no bytecode cache"
-    env = child_env() if bytecode else {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = child_env()
+    if not bytecode:  # neither module bytecode nor the dataclass codegen cache
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "SUBAGENTS_CODEGEN_CACHE": "0"}
     figures = Figures(label, [], [], [])
     for index in range(runs + 1):
         note = folder / "first-request-cpu"
