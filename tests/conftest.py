@@ -25,6 +25,9 @@ def _isolated_state(
     home = tmp_path_factory.mktemp("subagents-home")
     monkeypatch.setenv("SUBAGENTS_HOME", str(home))
     monkeypatch.setenv("SUBAGENTS_RETRY_BASE_MS", "1")
+    # The dataclass codegen cache writes SUBAGENTS_HOME/cache unless PYTHONDONTWRITEBYTECODE is
+    # set: off here so no test depends on the environment; tests/test_codegen_cache.py turns it on.
+    monkeypatch.setenv("SUBAGENTS_CODEGEN_CACHE", "0")
     for name in (
         "SUBAGENTS_MODEL",
         "SUBAGENTS_FORK_SUBAGENT",

@@ -20,7 +20,12 @@ def _run(tmp_path: Path, **env: str) -> None:
     script = write_script(tmp_path, [{"turns": [{"text": "the answer"}]}])
     run = run_cli(
         "-p", "hi", "--model", f"scripted:{script}", cwd=tmp_path,
-        env={"SUBAGENTS_HOME": str(tmp_path / "home"), "PYTHONDONTWRITEBYTECODE": "", **env},
+        env={
+            "SUBAGENTS_HOME": str(tmp_path / "home"),
+            "PYTHONDONTWRITEBYTECODE": "",
+            "SUBAGENTS_CODEGEN_CACHE": "1",  # conftest turns it off for every other test
+            **env,
+        },
     )  # fmt: skip
     assert run.code == 0, run.stderr
     assert run.stdout.strip() == "the answer"
