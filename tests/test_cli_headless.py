@@ -169,3 +169,12 @@ def test_resume_continues_the_session_history(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert run3.json()["session_id"] == session_id
+
+
+def test_a_one_turn_answer_prints_the_answer_and_nothing_on_stderr(tmp_path: Path) -> None:
+    """Nothing left behind on the way out: a task cancelled before it ran once left a coroutine
+    never awaited, and Python said so on stderr after every quick run."""
+    script = write_script(tmp_path, [main_agent({"text": "hi"})])
+    for _ in range(3):
+        run = run_script(script, tmp_path, output_format="text", env={"PYTHONWARNINGS": "default"})
+        assert (run.code, run.stdout, run.stderr) == (0, "hi\n", "")

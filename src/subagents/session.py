@@ -687,7 +687,7 @@ class Session:
         poller = asyncio.create_task(
             # stop requests made by other processes; the owner's heartbeat where the store
             # keeps them (agents/heartbeat.py)
-            with_heartbeat(self.background.poll_stop_requests(), self.store),
+            with_heartbeat(self.background.poll_stop_requests, self.store),
             name=f"stop-poller:{self.session_id}",
         )
         self._main = MainAgent(

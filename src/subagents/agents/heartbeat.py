@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from subagents.store.capabilities import OwnerHeartbeats
@@ -34,16 +34,18 @@ async def first_beat(store: Store) -> None:
         await _beat(store)
 
 
-async def with_heartbeat(work: Coroutine[Any, Any, None], store: Store) -> None:
-    """Run ``work`` (the session's stop-request poller) and, beside it, ``keep_beating``.
+async def with_heartbeat(work: Callable[[], Coroutine[Any, Any, None]], store: Store) -> None:
+    """Run ``work()`` (the session's stop-request poller) and, beside it, ``keep_beating``.
 
     A module function, not a session method: the task's frames (kept by its cancellation's
     traceback) must not hold the session, or a closed session is left to the cycle collector.
+    ``work`` is called here, not by the caller: a task cancelled before it first runs (a
+    one-shot run that ends at once) would leave a coroutine never awaited (a RuntimeWarning).
     """
     if not isinstance(store, OwnerHeartbeats):
-        await work
+        await work()
         return
-    await asyncio.gather(work, keep_beating(store))
+    await asyncio.gather(work(), keep_beating(store))
 
 
 async def keep_beating(store: Store) -> None:
