@@ -150,6 +150,10 @@ def main() -> None:
         sys.exit("bench/distributed.py needs PostgreSQL and Ray: run scripts/setup")
     work = Path(tempfile.mkdtemp(prefix="sa-bench-dist-"))
     os.environ["SUBAGENTS_HOME"] = str(work / "home")
+    # The children's Glob walks the project: it must not hold the state folder (their own
+    # transcripts, growing with N, would make each call cost O(N)).
+    project = work / "project"
+    project.mkdir()
     path = work / "script.json"
     path.write_text(json.dumps(script(args.n, args.k)))
     spec = f"scripted:{path}"
@@ -160,7 +164,7 @@ def main() -> None:
         if args.executor != "local":
             ray = RayCluster(command).start()
         for executor in ("local", "ray") if args.executor == "both" else (args.executor,):
-            row = asyncio.run(one_run(executor, spec, work, pg.fresh_url(), args.n, ray, pg))
+            row = asyncio.run(one_run(executor, spec, project, pg.fresh_url(), args.n, ray, pg))
             row["model_calls"] = calls
             row["calls_per_cpu_s"] = round(calls / row["cpu_s"], 1)
             row["us_per_call"] = round(row["cpu_s"] / calls * 1e6, 1)
