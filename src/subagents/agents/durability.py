@@ -7,7 +7,7 @@ child (SPEC §8-§9):
 * at start (``started``) — a ``running`` sidecar with the owner's process identity, the lineage
   and the frozen config snapshot (model, permission mode, tools, system prompt, max turns,
   isolation), so a resume never re-reads a definition and a crash leaves a record to reconcile;
-* while running — ``lastActiveAt`` (``DurableRecords.activity``, at most once per second);
+* while running — ``lastActiveAt`` (``DurableRecords.activity``, at most once per 10 s);
 * on auto-background (``backgrounded``) — ``isBackground`` and the output file;
 * at the end (``finished``) — one write with status, result, stats and worktree outcome,
   *before* the parent's notification is queued.
