@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import agent_call, run_script, start_script, tool_call, write_script
+from cli_helpers import agent_call, run_cli, run_script, start_script, tool_call, write_script
 from subagents.agents.recovery import reconcile_orphans
 from subagents.state import ProjectState
 from subagents.store import SidecarRecord
@@ -40,6 +40,13 @@ def _records(url: str, project: Path) -> dict[str, SidecarRecord]:
         return {r.description: r for r in store.list_agents(str(project))}
     finally:
         store.close()
+
+
+def _listed(folder: Path, env: dict[str, str]) -> dict[str, str]:
+    """``subagents tasks list --json`` on a node: each task's shown status."""
+    listed = run_cli("tasks", "list", "--json", cwd=folder, env=env)
+    assert listed.code == 0, listed.stderr
+    return {row["id"]: row["status"] for row in json.loads(listed.stdout)}
 
 
 def _node(url: str, name: str) -> dict[str, str]:
@@ -113,6 +120,7 @@ def test_a_dead_remote_owner_is_recovered_once_its_heartbeat_expires(
     slow = _records(url, project)["slow"]
     assert slow.status == "running" and slow.process is not None, slow
     assert slow.process.hostname == "node-b"
+    assert _listed(tmp_path, node_a)[slow.agent_id] == "running"
 
     node_b.send_signal(signal.SIGKILL)
     node_b.communicate()
@@ -124,6 +132,7 @@ def test_a_dead_remote_owner_is_recovered_once_its_heartbeat_expires(
     finally:
         store.close()
 
+    assert _listed(tmp_path, node_a)[slow.agent_id] == "interrupted"  # read, not yet settled
     resumed = run_script(
         _idle_script(tmp_path, "a2.json"),
         tmp_path,

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from subagents.agents.recovery import is_orphan
+from subagents.agents.recovery import OwnerAlive, is_orphan, owner_liveness
 from subagents.state import ProjectState
 from subagents.store.errors import StoreError
 from subagents.store.process_identity import is_alive
@@ -68,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
     if record is None:
         return 1
     if action == "show":
-        return _show(record, args.as_json)
+        return _show(record, args.as_json, owner_liveness(store))
     if action == "output":
-        return _output(record, args.as_json)
+        return _output(record, args.as_json, owner_liveness(store))
     return _stop(store, record, args.as_json)
 
 
@@ -121,7 +121,8 @@ def _visible(store: Store, project: str, task_id: str) -> SidecarRecord | None:
 
 
 def _list(store: Store, project: str, as_json: bool) -> int:
-    rows = [summary(record) for record in store.list_agents(project)]
+    alive = owner_liveness(store)
+    rows = [summary(record, alive) for record in store.list_agents(project)]
     if as_json:
         _print_json(rows)
         return 0
@@ -137,21 +138,23 @@ def _list(store: Store, project: str, as_json: bool) -> int:
     return 0
 
 
-def shown_status(record: SidecarRecord) -> str:
+def shown_status(record: SidecarRecord, alive: OwnerAlive | None = None) -> str:
     """The status to show: a ``running`` record whose owner process is gone reads
     ``interrupted`` (reconciled on read, nothing written). The owner is checked by its process
     identity (PID *and* start time), so a stranger that got the PID is not taken for it. The
-    record itself is settled (``failed``, resumable) by the next session's crash recovery."""
-    if is_orphan(record):
+    record itself is settled (``failed``, resumable) by the next session's crash recovery.
+    ``alive``: ``recovery.owner_liveness`` of the store (an owner on another host is judged by
+    its heartbeat where the store keeps them)."""
+    if is_orphan(record, alive) if alive is not None else is_orphan(record):
         return INTERRUPTED
     return record.status
 
 
-def summary(record: SidecarRecord) -> dict[str, Any]:
+def summary(record: SidecarRecord, alive: OwnerAlive | None = None) -> dict[str, Any]:
     return {
         "id": record.agent_id,
         "type": "local_agent",
-        "status": shown_status(record),
+        "status": shown_status(record, alive),
         "description": record.description,
         "agentType": record.agent_type,
         "sessionId": record.session_id,
@@ -160,10 +163,10 @@ def summary(record: SidecarRecord) -> dict[str, Any]:
     }
 
 
-def _show(record: SidecarRecord, as_json: bool) -> int:
+def _show(record: SidecarRecord, as_json: bool, alive: OwnerAlive) -> int:
     view = public_view(record)
     if "status" in view:
-        view["status"] = shown_status(record)
+        view["status"] = shown_status(record, alive)
     view["lineage"] = record.lineage.to_dict()
     if as_json:
         _print_json(view)
@@ -173,12 +176,12 @@ def _show(record: SidecarRecord, as_json: bool) -> int:
     return 0
 
 
-def _output(record: SidecarRecord, as_json: bool) -> int:
+def _output(record: SidecarRecord, as_json: bool, alive: OwnerAlive) -> int:
     text = record.result.text
     if not text and record.output_path and Path(record.output_path).exists():
         text = Path(record.output_path).read_text(encoding="utf-8", errors="replace")
     if as_json:
-        _print_json({"id": record.agent_id, "status": shown_status(record), "result": text})
+        _print_json({"id": record.agent_id, "status": shown_status(record, alive), "result": text})
     else:
         sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
     return 0
