@@ -631,3 +631,31 @@ def test_stop_requests_and_markers_without_mknod_or_links(
     assert store.request_stop("a00000001").stop_requested
     assert store.stop_requested_ids(PROJECT) == {"a00000001"}
     assert os.stat(path.parent / ".stop" / "a00000001").st_mode & 0o777 == 0o600
+
+
+def test_a_kill_right_after_the_rename_leaves_a_running_record_recovery_can_see(
+    tmp_path: Path,
+) -> None:
+    """The running marker exists before the record is renamed into place: the kill window
+    between the two (the crash harness once left two children ``running`` for good) is gone."""
+    from subagents.store.atomic import publish_staged
+
+    store = _store(tmp_path)
+    records = [_record("a00000001"), _record("a00000002"), _record("a00000003")]
+    commit = store.prepare_owned([_owned(r, create=True) for r in records])
+    commit.sync()
+    publish_staged(commit.staged, [None] * 3)  # the renames...
+    first = commit.staged[0]
+    commit.on_published(first.path, records[0], first)  # ...one record noted, then kill -9
+    fresh = _store(tmp_path)
+    assert [r.agent_id for r in fresh.list_running(PROJECT)] == [r.agent_id for r in records]
+
+
+def test_a_marker_whose_record_never_appeared_is_dropped(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    commit = store.prepare_owned([_owned(_record("a00000001"), create=True)])
+    commit.publish(failed=OSError(errno.EIO, "disk gone"))  # nothing renamed
+    fresh = _store(tmp_path)
+    assert fresh.list_running(PROJECT) == []
+    running = fresh.state.agents_dir / ".running"
+    assert not running.exists() or os.listdir(running) == []

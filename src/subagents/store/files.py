@@ -311,7 +311,9 @@ class FileStore:
         # included) rather than writing through it.
         pool = self._spares.get(folder)
         spare = pool.pop() if pool else None
-        return stage_write(path, write.data, target_checked=True, reuse=spare)
+        staged = stage_write(path, write.data, target_checked=True, reuse=spare)
+        self._premark(folder, record, staged.temp)
+        return staged
 
     def _remember_written(self, path: str, record: SidecarRecord, staged: StagedWrite) -> None:
         with self._mutex:
@@ -436,7 +438,9 @@ class FileStore:
         for entry in entries:
             try:
                 data = encode_record(entry.record)
-                writes.append((entry, stage_write(str(entry.path), data, target_checked=True)))
+                write = stage_write(str(entry.path), data, target_checked=True)
+                self._premark(str(entry.path.parent), entry.record, write.temp)
+                writes.append((entry, write))
             except Exception as exc:
                 self._fail(entry, exc, outcomes)
         errors = commit_writes([write for _, write in writes])
@@ -446,6 +450,26 @@ class FileStore:
                 continue
             self._paths[entry.record.agent_id] = entry.path
             self._remember_written(str(entry.path), entry.record, write)
+
+    def _premark(self, folder: str, record: SidecarRecord, temp: str) -> None:
+        """A new running record's marker, linked to its staged file before the rename makes
+        the record visible. Linked after it (as ``_mark`` would), a kill -9 between the two
+        left a running record without a marker, which recovery — it reads only the markers —
+        never saw again (the crash harness caught it: two children ``running`` for good). A
+        marker whose record never appeared (a kill before the rename, a failed write) is
+        dropped by ``list_running``."""
+        if record.is_terminal or record.agent_id in self._marked:
+            return
+        markers = f"{folder}/{RUNNING_DIR}"
+        try:
+            if markers not in self._marker_dirs:
+                ensure_private_tree(self.state.home, Path(markers))
+                self._marker_dirs.add(markers)
+            _link_marker(temp, f"{markers}/{record.agent_id}")
+        except OSError as exc:  # ``_mark`` tries again once the record is in place
+            logger.warning("running marker of %s: %s", record.agent_id, exc)
+            return
+        self._marked.add(record.agent_id)
 
     def _mark(self, folder: str, record: SidecarRecord) -> None:
         """Keep ``.running/<id>`` in step with the record, so start-up recovery finds the runs
