@@ -78,13 +78,7 @@ async def compact_saved(
             log=writer,
             restate=parts.restate,
         )
-        return await compactor.compact(
-            "manual",
-            ordinal=1,
-            tokens_before=history_tokens(parts.system, messages),
-            instructions=instructions,
-            continue_work=False,
-        )
+        return await _manual(compactor, ordinal=1, instructions=instructions)
     finally:
         writer.flush()
         writer.close()
@@ -113,13 +107,7 @@ async def compact_held(
             task_text=job.task_text,
             restate=job.restate,
         )
-        result = await compactor.compact(
-            "manual",
-            ordinal=stats.compactions + 1,
-            tokens_before=history_tokens(job.system, job.messages),
-            instructions=instructions,
-            continue_work=False,
-        )
+        result = await _manual(compactor, ordinal=stats.compactions + 1, instructions=instructions)
     finally:
         if writer is not None:
             writer.flush()
@@ -131,3 +119,16 @@ async def compact_held(
         stats.context_tokens = result.tokens_after
     job.logged_messages = len(job.messages)  # the new history is in the transcript already
     return result
+
+
+async def _manual(
+    compactor: Compactor, *, ordinal: int, instructions: str | None
+) -> CompactionResult:
+    """A manual compaction: the user's next prompt follows, so the model is not told to go on."""
+    return await compactor.compact(
+        "manual",
+        ordinal=ordinal,
+        tokens_before=history_tokens(compactor.system, compactor.messages),
+        instructions=instructions,
+        continue_work=False,
+    )
