@@ -79,7 +79,7 @@ def proc_cpu(pids: list[int], *, reaped: bool = False) -> float:
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # ESRCH: it exited mid-read
             continue
         total += (int(fields[11]) + int(fields[12])) / TICKS
         if reaped:

@@ -80,7 +80,7 @@ def pid_alive(pid: int) -> bool:
     """False once ``pid`` is gone or a zombie (dead, waiting to be reaped)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # ESRCH: it exited mid-read
         return False
     return fields[0] not in ("Z", "X")
 

@@ -57,7 +57,7 @@ def is_gone(pid: int, within_s: float = 5.0) -> bool:
             return True
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # ESRCH: it exited mid-read
             return True
         if state in ("Z", "X"):
             return True

@@ -130,7 +130,7 @@ async def gone(pid: int, limit_s: float = 3.0) -> bool:
     for _ in range(int(limit_s / 0.02)):
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # ESRCH: it exited mid-read
             return True
         if state == "Z":
             return True

@@ -18,7 +18,7 @@ def alive(pid: int) -> bool:
     """A process that exists and is not a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # ESRCH: it exited mid-read
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 

@@ -152,7 +152,7 @@ def test_a_ray_worker_killed_mid_child_is_reconciled_and_resumable(
 def _zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # ESRCH: it exited mid-read
         return True
 
 

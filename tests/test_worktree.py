@@ -241,7 +241,7 @@ async def test_cancelled_creation_kills_git_and_rolls_back(repo: Path, tmp_path:
 def _alive(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # ESRCH: it exited mid-read
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
