@@ -49,7 +49,6 @@ from subagents.messages import (
     Usage,
     assistant_text,
     text_block,
-    tool_uses,
     user_message,
 )
 from subagents.models.base import ModelError, ModelRequest, RequestMetadata
@@ -59,6 +58,8 @@ from subagents.tools.base import Tool, ToolContext
 
 MAX_OUTPUT_TOKENS = 8192
 """Output tokens asked for per model call."""
+_ACTIVITIES_KEPT = 5
+"""``LoopStats.activities`` keeps the last this many tool calls."""
 _NEVER = 1 << 62
 """``compact_at`` when automatic compaction is off: no count reaches it."""
 
@@ -165,7 +166,7 @@ class LoopStats:
 
     def note_activity(self, text: str) -> None:
         self.activities.append(text)
-        if len(self.activities) > 5:
+        if len(self.activities) > _ACTIVITIES_KEPT:
             del self.activities[0]
 
 
@@ -191,6 +192,10 @@ class _Loop:
         self.ctx = spec.ctx
         self.stats = spec.stats if spec.stats is not None else LoopStats()
         self.tool_map = tool_lookup(spec.tools)
+        self._durable_names = frozenset(
+            name for name, tool in self.tool_map.items() if tool.durable_call_identity
+        )
+        """Names (aliases too) of tools whose calls must be in the transcript before they run."""
         self.schemas = spec.tool_schemas or [t.schema() for t in spec.tools]
         self.started = time.monotonic()
         self.turn: TurnResults | None = None
@@ -201,6 +206,14 @@ class _Loop:
         self._priced_model = ""
         self._price = FREE
         self._check_floor = False
+        budget = spec.budget
+        self._budgeted = (
+            budget.max_turns is not None
+            or budget.max_tokens is not None
+            or budget.max_wall_ms is not None
+            or budget.max_cost_usd is not None
+        )
+        """Whether any limit is set (no budget: no check before each call)."""
         if self.compact_at != _NEVER and not self.stats.context_tokens:
             self.stats.context_tokens = history_tokens(spec.system, spec.messages)
         # The same for every call of this loop; a request only reads it.
@@ -241,52 +254,51 @@ class _Loop:
         return self._outcome(reason, error)
 
     async def _cycle(self) -> tuple[TerminalReason, str | None]:
-        spec = self.spec
+        spec, stats = self.spec, self.stats
+        durable_names, abort = self._durable_names, self.ctx.abort
         while True:
-            if self.ctx.abort.aborted:
+            if abort.aborted:
                 return self._abort_end()
-            spent = self._spent_budget()
-            if spent is not None:
-                return spent, self._budget_error(spent)
-            if self.spec.messages and self.spec.messages[-1]["role"] == "assistant":
+            if self._budgeted:
+                spent = self._spent_budget()
+                if spent is not None:
+                    return spent, self._budget_error(spent)
+            messages = spec.messages
+            if messages and messages[-1]["role"] == "assistant":
                 self._deliver_inbox()
-            if self.stats.context_tokens >= self.compact_at and len(self.spec.messages) > 1:
+            if stats.context_tokens >= self.compact_at and len(messages) > 1:
                 await self._auto_compact()
             try:
                 message, calls = await self._call_model()
             except ModelError as exc:
                 return "model_error", f"{exc.kind}: {exc}"
-            if calls and spec.log is not None and self._calls_need_durable_identity(calls):
-                spec.log.flush()  # the calls are durable before they run: a restart repairs them
-            if self._was_aborted():
+            if (
+                calls
+                and durable_names
+                and spec.log is not None
+                and any(call["name"] in durable_names for call in calls)
+            ):
+                # The calls are durable before they run: a restart repairs them. Only calls that
+                # start something which outlives a crash (a child agent) pay for this extra
+                # write; the rest are made durable with their results at the end of the turn.
+                spec.log.flush()
+            # ``reason``, not ``aborted`` again: the flag changes across the awaits above, which
+            # a type checker narrowing ``abort.aborted`` after the first test would not see.
+            if abort.reason is not None:
                 # Aborted from inside this task (a hook, the denial breaker): no tool runs.
-                self.turn = TurnResults(calls=calls)
+                self.turn = TurnResults(calls)
                 self._settle_interrupted_turn()
                 return self._abort_end()
             if not calls:
                 if await self._continue_after_answer(message):
                     continue
                 return "completed", None
-            self.turn = TurnResults(calls=calls)
-            await run_tool_calls(self.turn, self.tool_map, self.ctx, self.spec.tool_concurrency)
-            self._record_tool_results(self.turn)
+            self.turn = turn = TurnResults(calls)
+            await run_tool_calls(turn, self.tool_map, self.ctx, spec.tool_concurrency)
+            self._record_tool_results(turn)
             self.turn = None
             if spec.log is not None:
                 spec.log.flush()
-
-    def _calls_need_durable_identity(self, calls: list[ToolUseBlock]) -> bool:
-        """Only calls that start something which outlives a crash (a child agent) pay for an
-        extra write; the rest are made durable with their results at the end of the turn."""
-        for call in calls:
-            tool = self.tool_map.get(call["name"])
-            if tool is not None and tool.durable_call_identity:
-                return True
-        return False
-
-    def _was_aborted(self) -> bool:
-        # A method, not the attribute: the flag changes across the awaits above, which a type
-        # checker narrowing ``self.ctx.abort.aborted`` would not see.
-        return self.ctx.abort.aborted
 
     def _abort_end(self) -> tuple[TerminalReason, str | None]:
         """An abort ends the loop; the wall-time timer's abort is the wall-time budget."""
@@ -331,15 +343,22 @@ class _Loop:
             thinking=spec.thinking,
             abort=ctx.abort,
         )
-        if spec.caller.on_notice is None:
-            spec.caller.on_notice = self._notice
+        caller = spec.caller
+        if caller.on_notice is None:
+            caller.on_notice = self._notice
         started = time.monotonic()
-        done = await spec.caller.call(request)
+        done = await caller.call(request)
         stats.api_ms += int((time.monotonic() - started) * 1000)
         usage = done.usage
         stats.num_turns += 1
-        stats.usage.add(usage)
-        self._charge(done.model or spec.caller.model.name, usage)
+        total = stats.usage  # ``Usage.add``, inlined: this runs for every model call
+        total.input_tokens += usage.input_tokens
+        total.output_tokens += usage.output_tokens
+        total.cache_creation_input_tokens += usage.cache_creation_input_tokens
+        total.cache_read_input_tokens += usage.cache_read_input_tokens
+        model = done.model or caller.model.name
+        if model != self._priced_model or self._price is not FREE:
+            self._charge(model, usage)
         stats.latest_input_tokens = (
             usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
         )
@@ -347,9 +366,10 @@ class _Loop:
         if self._check_floor:
             self._settle_floor()
         message = done.message
-        self._append(message)
+        spec.messages.append(message)  # ``_append`` of an answer (its size is in the usage)
+        if spec.log is not None:
+            spec.log.append(message)
         if ctx.emit is not discard:  # nobody watching: skip building the event
-            model = done.model or spec.caller.model.name
             ctx.emit(
                 AssistantEvent(
                     agent=ctx.agent,
@@ -359,10 +379,17 @@ class _Loop:
                     stop_reason=done.stop_reason,
                 )
             )
-        calls = tool_uses(message)
-        for call in calls:
-            stats.tool_use_count += 1
-            stats.note_activity(describe_call(call["name"], call["input"]))
+        content = message["content"]
+        calls: list[ToolUseBlock] = (
+            [] if isinstance(content, str) else [b for b in content if b["type"] == "tool_use"]
+        )
+        if calls:
+            stats.tool_use_count += len(calls)
+            activities = stats.activities
+            for call in calls:
+                activities.append(describe_call(call["name"], call["input"]))
+            if len(activities) > _ACTIVITIES_KEPT:  # ``LoopStats.note_activity``, inlined
+                del activities[:-_ACTIVITIES_KEPT]
         if spec.on_turn is not None:
             spec.on_turn(stats)
         return message, calls
@@ -398,11 +425,16 @@ class _Loop:
 
     def _record_tool_results(self, turn: TurnResults) -> None:
         results = turn.completed()
-        # Input that arrived during the turn rides along with its tool results.
-        blocks: list[ContentBlock] = [r.block for r in results] + self._inbox_blocks()
-        blocks += self._reminders()
-        self.stats.call_outputs.extend(results)
-        message = user_message(blocks)
+        blocks: list[ContentBlock] = [r.block for r in results]
+        spec = self.spec
+        inbox, reminders = spec.inbox, spec.reminders
+        if inbox is not None and inbox.pending():
+            # Input that arrived during the turn rides along with its tool results.
+            blocks += self._inbox_blocks()
+        if reminders is not None:
+            blocks += reminders()
+        self.stats.call_outputs += results
+        message: Message = {"role": "user", "content": blocks}
         self._append(message)
         if self.ctx.emit is not discard:
             outputs = [r.output.metadata if r.output is not None else None for r in results]
@@ -518,10 +550,14 @@ def tool_lookup(tools: Sequence[Tool[Any]]) -> Mapping[str, Tool[Any]]:
     return table
 
 
+_ACTIVITY_KEYS = ("description", "command", "file_path", "pattern", "prompt", "path")
+
+
 def describe_call(name: str, args: dict[str, Any]) -> str:
     """A tool call in a few words (an agent's "last activities"): ``Grep: TODO``."""
-    for key in ("description", "command", "file_path", "pattern", "prompt", "path"):
-        value = args.get(key)
-        if isinstance(value, str) and value:
-            return f"{name}: {value[:80]}"
+    for key in _ACTIVITY_KEYS:
+        if key in args:  # a membership test, not ``get``: this runs for every tool call
+            value = args[key]
+            if isinstance(value, str) and value:
+                return f"{name}: {value[:80]}"
     return name

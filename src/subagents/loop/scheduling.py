@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from subagents.events import ProgressEvent
+from subagents.events import ProgressEvent, discard
 from subagents.messages import ToolResultBlock, ToolUseBlock, tool_result_block
 from subagents.observe import RunObserver
 from subagents.tools.base import (
@@ -60,15 +60,14 @@ class CallResult:
     output: ToolOutput | None = None
 
 
-@dataclass(kw_only=True)
 class TurnResults:
     """Results of one turn, filled in as calls finish; gaps are filled on cancellation."""
 
-    calls: list[ToolUseBlock]
-    results: list[CallResult | None] = field(default_factory=list)
+    __slots__ = ("calls", "results")
 
-    def __post_init__(self) -> None:
-        self.results = [None] * len(self.calls)
+    def __init__(self, calls: list[ToolUseBlock]) -> None:
+        self.calls = calls
+        self.results: list[CallResult | None] = [None] * len(calls)
 
     def fill_cancelled(self) -> None:
         for i, result in enumerate(self.results):
@@ -102,7 +101,10 @@ def prepare_calls(
         except ToolInputError as exc:
             prepared.append(_invalid(index, block, tool, str(exc)))
             continue
-        safe = _safe_flag(tool, args)
+        try:
+            safe = bool(tool.is_concurrency_safe(args))
+        except Exception:  # a broken flag runs the call alone
+            safe = False
         prepared.append(
             PreparedCall(
                 index=index, block=block, tool=tool, args=args, error=None, concurrency_safe=safe
@@ -118,13 +120,6 @@ def _invalid(index: int, block: ToolUseBlock, tool: Tool[Any] | None, error: str
     )
 
 
-def _safe_flag(tool: Tool[Any], args: BaseModel) -> bool:
-    try:
-        return bool(tool.is_concurrency_safe(args))
-    except Exception:
-        return False
-
-
 def format_validation_error(tool_name: str, exc: ValidationError) -> str:
     """One line per problem, naming the field, as the model needs to fix its call."""
     lines = [f"InputValidationError: {tool_name} was called with invalid input:"]
@@ -136,6 +131,8 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
 
 def group_calls(prepared: list[PreparedCall]) -> list[list[PreparedCall]]:
     """Consecutive concurrency-safe calls form one group; every other call is alone."""
+    if len(prepared) == 1:
+        return [prepared]  # one call (most turns): a group of its own either way
     groups: list[list[PreparedCall]] = []
     current: list[PreparedCall] = []
     for call in prepared:
@@ -161,7 +158,11 @@ async def run_tool_calls(
     try:
         for group in group_calls(prepare_calls(turn.calls, tools)):
             if len(group) == 1:
-                turn.results[group[0].index] = await execute_call(group[0], ctx)
+                call = group[0]
+                if ctx.observer is None:  # ``execute_call``, inlined
+                    turn.results[call.index] = await _execute(call, ctx)
+                else:
+                    turn.results[call.index] = await _observed_call(ctx.observer, call, ctx)
             else:
                 await _run_group(group, turn, ctx, max_concurrency)
     except asyncio.CancelledError:
@@ -223,7 +224,11 @@ async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
     tool, args = call.tool, call.args
     extra_context = ""
     step = "permission check"
-    call_token = CURRENT_TOOL_USE_ID.set(block["id"])
+    tool_use_id = block["id"]
+    # Read by a permission prompt and a denial record (``permissions.checker``), which only run
+    # inside this window; not reset after it (one call less per tool call): the next check in
+    # this context sets it first, as every check does.
+    CURRENT_TOOL_USE_ID.set(tool_use_id)
     try:
         if ctx.hooks is None:  # no hook to consult: straight to the rules (one await less)
             args, denial = await _check_rules(tool, args, ctx)
@@ -232,8 +237,9 @@ async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
         if denial is not None:
             return _error(block, denial)
         step = "call"
-        info = CallInfo(tool_use_id=block["id"], progress=_progress_reporter(ctx, block["id"]))
-        output = await tool.call(args, ctx, info)
+        # Nobody listening: progress reports are dropped here, not built into events.
+        progress = _ignore if ctx.emit is discard else _progress_reporter(ctx, tool_use_id)
+        output = await tool.call(args, ctx, CallInfo(tool_use_id=tool_use_id, progress=progress))
     except ToolError as exc:
         output = ToolOutput(content=str(exc), is_error=True)
     except ValidationError as exc:
@@ -244,9 +250,9 @@ async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
         raise
     except Exception as exc:
         output = ToolOutput(content=_failure(name, step, exc), is_error=True)
-    finally:
-        CURRENT_TOOL_USE_ID.reset(call_token)
-    content = truncate(output.content, tool.max_result_chars)
+    content = output.content
+    if len(content) > tool.max_result_chars:
+        content = truncate(content, tool.max_result_chars)
     if ctx.hooks is not None:
         added = await _post_tool_use(ctx.hooks, name, block, output, ctx)
         if added:
@@ -362,6 +368,10 @@ def _error(block: ToolUseBlock, message: str) -> CallResult:
         tool_name=block["name"],
         output=ToolOutput(content=message, is_error=True),
     )
+
+
+def _ignore(data: dict[str, Any]) -> None:
+    """A progress report with nobody listening (the context's sink is ``discard``)."""
 
 
 def _progress_reporter(ctx: ToolContext, tool_use_id: str) -> Any:

@@ -7,7 +7,7 @@ provider may fail with is a ``ModelError`` whose ``kind`` tells the retry policy
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -114,17 +114,26 @@ class Model(Protocol):
         ...
 
 
+Responder: TypeAlias = Callable[[ModelRequest], Awaitable[MessageDone]]
+"""A model's optional ``respond``: its whole answer as one ``MessageDone``."""
+
+
 async def complete(model: Model, request: ModelRequest) -> MessageDone:
     """Drain a stream and return its final event (providers must send one).
 
     A model whose answer is always one event (the scripted model) may also offer
     ``async respond(request) -> MessageDone``, which ``stream`` must wrap exactly; it is called
     directly, sparing an async generator per call."""
-    respond = getattr(model, "respond", None)
+    respond = responder(model)
     if respond is not None:
-        done_now: MessageDone = await respond(request)
-        return done_now
+        return await respond(request)
     return await drain(model.stream(request), model.name)
+
+
+def responder(model: Model) -> Responder | None:
+    """The model's ``respond`` (see ``complete``), or None when it only streams."""
+    respond: Responder | None = getattr(model, "respond", None)
+    return respond
 
 
 async def drain(events: AsyncIterator[StreamEvent], name: str) -> MessageDone:

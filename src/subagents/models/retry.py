@@ -13,7 +13,7 @@ import asyncio
 import os
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from subagents.models.base import (
@@ -21,8 +21,10 @@ from subagents.models.base import (
     Model,
     ModelError,
     ModelRequest,
+    Responder,
     TextDelta,
-    complete,
+    drain,
+    responder,
 )
 from subagents.observe import RunObserver
 
@@ -69,15 +71,25 @@ class ModelCaller:
     main agent); None calls the model without streaming (``complete``). A retried call
     streams again from its start: the ``api_retry`` notice says so first."""
 
+    _bound: Model | None = field(default=None, init=False, repr=False, compare=False)
+    _respond: Responder | None = field(default=None, init=False, repr=False, compare=False)
+    """``model.respond`` of the model last called (``models.base.complete``'s look-up, once
+    per model instead of once per call; ``model`` may be switched at any time)."""
+
     async def call(self, request: ModelRequest) -> MessageDone:
         attempt = 0
         while True:
             attempt += 1
-            request.model = self.model.name
+            model = self.model
+            request.model = model.name
             try:
                 if self.on_text is not None:
                     return await self._streamed(request, self.on_text)
-                return await complete(self.model, request)
+                if model is not self._bound:
+                    self._bound, self._respond = model, responder(model)
+                if self._respond is not None:  # one event per answer: no stream to drain
+                    return await self._respond(request)
+                return await drain(model.stream(request), model.name)
             except ModelError as error:
                 if error.kind == "fallback" and self._switch_to_fallback(error):
                     attempt = 0

@@ -196,7 +196,9 @@ def _message_chars(message: Message) -> int:
         if kind == "text":
             total += len(block["text"])  # type: ignore[typeddict-item]
         elif kind == "tool_result":
-            total += _chars(block["content"])  # type: ignore[typeddict-item]
+            inner = block["content"]  # type: ignore[typeddict-item]
+            # A string result (the usual one) inline: ``_chars`` of it is its length.
+            total += len(inner) if type(inner) is str else _chars(inner)
         elif kind == "tool_use":
             total += len(block["name"]) + _chars(block["input"])  # type: ignore[typeddict-item]
         elif kind == "thinking":
@@ -208,8 +210,13 @@ def _message_chars(message: Message) -> int:
 
 
 def _message_fingerprint(message: Message) -> int:
-    """A hash of a message's content (messages are plain JSON-like data)."""
-    return _content_hash(message)
+    """A hash of a message's content (messages are plain JSON-like data): ``_content_hash``,
+    inlined, as this runs for every new message."""
+    value: Any = message  # plain data to ``marshal``
+    try:
+        return hash(marshal.dumps(value, 2))
+    except ValueError:
+        return hash(repr(value))
 
 
 def _tools_fingerprint(tools: list[ToolSchema]) -> int:
@@ -254,12 +261,13 @@ class _PrefixCache:
     def message(self, message: Message) -> tuple[Message, int, int]:
         """(message, fingerprint, characters), computed once per message object."""
         memo = self._messages
-        entry = memo.get(id(message))
+        key = id(message)
+        entry = memo.get(key)
         if entry is None or entry[0] is not message:
             entry = (message, _message_fingerprint(message), _message_chars(message))
-            if len(memo) >= _MEMO_LIMIT:  # ``_remember``, inlined: this runs on every message
+            if len(memo) >= _MEMO_LIMIT:  # ``_remember``, inlined
                 del memo[next(iter(memo))]
-            memo[id(message)] = entry
+            memo[key] = entry
         return entry
 
 
@@ -326,17 +334,15 @@ class _AgentState:
             sizes.append(total)
         self.counted_messages = size
         self.last_counted = messages[-1] if size else None
-        return total, self._shared_chars(cache)
-
-    def _shared_chars(self, cache: _PrefixCache) -> int:
-        """Walk the chain past the known part until a prefix is unseen; then record them all."""
-        keys, seen_keys = self.keys, cache.seen
-        hits = self.known
-        while hits < len(keys) and keys[hits] in seen_keys:
+        # The shared part: walk the chain past the known part until a prefix is unseen; then
+        # record them all as seen.
+        seen_keys, hits, length = cache.seen, self.known, len(keys)
+        while hits < length and keys[hits] in seen_keys:
             hits += 1
-        seen_keys.update(keys[hits:])
-        self.known = len(keys)
-        return self.sizes[hits - 1] if hits else 0
+        if hits < length:
+            seen_keys.update(keys[hits:])
+        self.known = length
+        return total, sizes[hits - 1] if hits else 0
 
     def describe(self) -> str:
         prompt = self.prompt
@@ -463,7 +469,10 @@ class ScriptedModel:
             meta = request.metadata
             key = meta.agent_id if not meta.compaction else _compaction_key(meta)
             state = self._agents.get(key) or self._bind(meta, key)
-            turn = await self._next_turn(state, request)
+            if state.entry is None:
+                turn = self._consume(state, state.pending or await self._ask_function(request))
+            else:
+                turn = self._next_turn(state, state.entry)
         except ModelError as error:
             if self._recording:
                 self._record(request, error.kind)
@@ -528,18 +537,26 @@ class ScriptedModel:
         self._agents[key] = state
         return state
 
-    async def _next_turn(self, state: _AgentState, request: ModelRequest) -> _Turn:
-        entry = state.entry
-        if entry is None:
-            turn = state.pending or await self._ask_function(request)
-        elif state.served < len(entry.turns):
-            turn = entry.turns[state.served]
-        else:
+    def _next_turn(self, state: _AgentState, entry: _Entry) -> _Turn:
+        """The entry's next turn for ``state`` (not a coroutine: a scripted turn is at hand)."""
+        turns = entry.turns
+        if state.served >= len(turns):
             raise ModelError(
                 "invalid_request",
                 f"scripted model: {state.describe()} made request {state.served + 1} but its "
-                f"script entry {entry.describe()} has only {len(entry.turns)} turn(s)",
+                f"script entry {entry.describe()} has only {len(turns)} turn(s)",
             )
+        turn = turns[state.served]
+        if turn.error is not None:
+            return self._consume(state, turn)
+        state.served += 1  # ``_consume`` of a turn without an error, inlined
+        state.failures = 0
+        state.pending = None
+        return turn
+
+    @staticmethod
+    def _consume(state: _AgentState, turn: _Turn) -> _Turn:
+        """Serve ``turn``, or fail it first as its ``error`` asks (then it is pending)."""
         error = turn.error
         if error is not None and state.failures < error.times:
             state.failures += 1
@@ -619,13 +636,15 @@ class ScriptedModel:
         if turn.usage is not None:
             return Usage(**turn.usage)
         input_chars, shared_chars = state.input_chars(request, self._cache)
-        total = max(1, input_chars // 4)
-        read = min(total, shared_chars // 4)
+        total = input_chars // 4 or 1  # at least one token (no ``max``: this runs every call)
+        read = shared_chars // 4
+        if read > total:
+            read = total
         rest = total - read
         written = rest if rest >= CACHE_WRITE_MIN_TOKENS else 0
         return Usage(
             input_tokens=rest - written,
-            output_tokens=max(1, chars // 4),
+            output_tokens=chars // 4 or 1,
             cache_creation_input_tokens=written,
             cache_read_input_tokens=read,
         )

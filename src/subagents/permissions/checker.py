@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from subagents.events import AgentRef
 from subagents.permissions.context import PermissionContext
-from subagents.permissions.decision import decide_off_loop
+from subagents.permissions.decision import decide, decide_off_loop
 from subagents.permissions.denials import DenialLimits, DenialTracker
 from subagents.permissions.read_rules import read_denial
 from subagents.permissions.rules import PermissionRule
@@ -104,15 +104,18 @@ class PermissionChecker:
     async def __call__(
         self, tool: Tool[Any], args: BaseModel, ctx: ToolContext
     ) -> PermissionResult:
-        tracker = self.tracker(ctx.agent.agent_id)
-        if tracker.breaker_tripped:
+        tracker = self.trackers.get(ctx.agent.agent_id) or self.tracker(ctx.agent.agent_id)
+        if tracker.tripped:
             tracker.record_denial()
             _observe(ctx, tool, Decision(behavior="deny"), "breaker", None)
             return PermissionResult(
                 behavior="deny",
                 message=f"Permission to use {tool.name} was denied. {tracker.stop_message()}",
             )
-        decision = await decide_off_loop(self.context, tool, args, ctx)
+        if tool.name == "Bash":  # only a long command goes off the loop
+            decision = await decide_off_loop(self.context, tool, args, ctx)
+        else:
+            decision = decide(self.context, tool, args, ctx)
         rule, decided_by = decision.rule, "rule" if decision.rule is not None else "mode"
         updated: dict[str, Any] | None = None
         if decision.behavior == "ask":
@@ -121,7 +124,7 @@ class PermissionChecker:
         if ctx.observer is not None:  # off: not even the call (this runs for every tool call)
             _observe(ctx, tool, decision, decided_by, rule)
         if decision.behavior == "allow":
-            tracker.record_allow()
+            tracker.consecutive = 0  # ``record_allow``, inlined: this runs for every call
             if updated is None:
                 return ALLOW
             return PermissionResult(behavior="allow", updated_input=updated)
@@ -141,7 +144,7 @@ class PermissionChecker:
 
     def breaker_tripped(self, agent_id: str) -> bool:
         tracker = self.trackers.get(agent_id)
-        return tracker is not None and tracker.breaker_tripped
+        return tracker is not None and tracker.tripped  # after every model call of a child
 
     def read_denial(self, path: Path | str, *, asks: bool) -> str | None:
         """This agent's read rules for one file a tool touches (``tools.base.ReadGuard``)."""

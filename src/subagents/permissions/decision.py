@@ -53,7 +53,8 @@ def decide(
     context: PermissionContext, tool: Tool[Any], args: BaseModel, ctx: ToolContext
 ) -> Decision:
     """The verdict for one call, before any prompting."""
-    if not context.holds_tool(tool.name):
+    held = context.tools  # ``holds_tool``, inlined: this runs for every call
+    if held is not None and tool.name not in held:
         return Decision(
             behavior="deny",
             message=f"Permission to use {tool.name} was denied: "

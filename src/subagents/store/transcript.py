@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from subagents.json_codec import dumps
 from subagents.messages import ContentBlock, Message
 from subagents.state import ensure_private_dir
@@ -54,7 +56,7 @@ def _open_private(path: Path) -> int:
         return os.open(name, _OPEN_FLAGS, 0o600)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | memoryview) -> None:
     written = os.write(fd, data)
     if written < len(data):  # a short write (rare): the rest, without copying the bytes
         view = memoryview(data)[written:]
@@ -90,7 +92,7 @@ _open_writers: OrderedDict[int, TranscriptWriter] = OrderedDict()
 
 def _hold_open(writer: TranscriptWriter) -> None:
     """Count ``writer``'s descriptor as most recently used; close the oldest past the limit."""
-    key = id(writer)
+    key = writer._key
     if key in _open_writers:
         _open_writers.move_to_end(key)
         return
@@ -103,10 +105,12 @@ def _hold_open(writer: TranscriptWriter) -> None:
 class TranscriptWriter:
     """Appends records to one JSONL file (``0600``; a planted symlink makes the open fail)."""
 
-    __slots__ = ("_closed", "_fd", "_pending", "_turns", "path")
+    __slots__ = ("_closed", "_fd", "_key", "_pending", "_turns", "path")
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._key = id(self)
+        """Its key in ``_open_writers``."""
         self._fd = _open_private(path)
         self._closed = False
         self._pending: list[bytes] = []
@@ -114,8 +118,13 @@ class TranscriptWriter:
         _hold_open(self)
 
     def append(self, message: Message) -> None:
-        # json_codec (orjson): encoding each message was most of a durable transcript's cost
-        self._pending.append(b'{"type":"message","message":' + dumps(message) + b"}")
+        # One orjson call for the whole line (encoding each message was most of a durable
+        # transcript's cost); what it refuses goes through ``json_codec.dumps``, the same bytes.
+        line = {"type": "message", "message": message}
+        try:
+            self._pending.append(orjson.dumps(line))
+        except TypeError:  # orjson.JSONEncodeError is a TypeError
+            self._pending.append(dumps(line))
 
     def record(self, entry: dict[str, Any]) -> None:
         self._pending.append(dumps(entry))
@@ -127,20 +136,28 @@ class TranscriptWriter:
         if self._closed:
             raise ValueError(f"{self.path}: transcript writer is closed")
         self._turns += 1
-        self._pending.append(b'{"type":"turn_completed","turn":%d}\n' % self._turns)
-        data = b"\n".join(self._pending)
-        self._pending.clear()
+        pending = self._pending
+        pending.append(b'{"type":"turn_completed","turn":%d}\n' % self._turns)
+        data = b"\n".join(pending)
+        self._pending = []
         if self._fd < 0:  # closed to stay within the descriptor budget: open it again
             self._fd = _open_private(self.path)
-        _hold_open(self)
-        _write_all(self._fd, data)
+            _hold_open(self)
+        else:
+            try:  # ``_hold_open`` of an open writer (always held), inlined
+                _open_writers.move_to_end(self._key)
+            except KeyError:
+                _hold_open(self)
+        written = os.write(self._fd, data)
+        if written != len(data):  # a short write (rare)
+            _write_all(self._fd, memoryview(data)[written:])
 
     def close(self) -> None:
         if self._closed:
             return
         self.flush()
         self._closed = True
-        _open_writers.pop(id(self), None)
+        _open_writers.pop(self._key, None)
         self._release()
 
     def _release(self) -> None:

@@ -274,8 +274,11 @@ class Tool(ABC, Generic[InputT]):
 
     def parse_input(self, raw: dict[str, Any]) -> BaseModel:
         """Validate the model's raw input (``ValidationError`` or ``ToolInputError`` when it is
-        not valid). Default: the input model; a tool with a run-time schema overrides it."""
-        return self.input_model.model_validate(raw)
+        not valid). Default: the input model; a tool with a run-time schema overrides it.
+        The model's validator directly (what ``model_validate`` calls with no options): this
+        runs for every tool call."""
+        args: BaseModel = self.input_model.__pydantic_validator__.validate_python(raw)
+        return args
 
     def is_read_only(self, args: InputT) -> bool:
         return False

@@ -1,0 +1,185 @@
+"""The per-model-call path through the public Session API (docs/performance.md, issue 20 item 5).
+
+What the lean per-call path must keep: a tool's progress reaches whoever listens; each denied
+call of a turn is recorded under its own tool_use id; an agent's recent activities are its last
+five tool calls, however many one turn made; a model switched mid-session answers the next
+call whether it streams or answers whole; transcripts hold every line a durable turn wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from subagents import (
+    CallInfo,
+    Event,
+    ProgressEvent,
+    ScriptedModel,
+    Session,
+    SessionOptions,
+    Tool,
+    ToolContext,
+    ToolInput,
+    ToolOutput,
+    core_tools,
+)
+from subagents.models.base import MessageDone, ModelRequest, StreamEvent
+
+
+class StepInput(ToolInput):
+    path: str
+
+
+class StepTool(Tool[StepInput]):
+    """Read-only, reports progress once per call."""
+
+    name = "Step"
+    description = "Take a step."
+    input_model = StepInput
+
+    def is_read_only(self, args: StepInput) -> bool:
+        return True
+
+    def is_concurrency_safe(self, args: StepInput) -> bool:
+        return True
+
+    async def call(self, args: StepInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        info.progress({"at": args.path})
+        return ToolOutput(content=f"stepped {args.path}")
+
+
+def options(tmp_path: Path, script: dict[str, Any], **extra: Any) -> SessionOptions:
+    return SessionOptions(
+        model=ScriptedModel.from_dict(script),
+        cwd=tmp_path,
+        home=tmp_path / "home",
+        tools=[*core_tools(), StepTool()],
+        load_settings=False,
+        **extra,
+    )
+
+
+def main_turns(*turns: dict[str, Any]) -> dict[str, Any]:
+    return {"agents": [{"agent_type": "main", "turns": list(turns)}]}
+
+
+def step(path: str) -> dict[str, Any]:
+    return {"name": "Step", "input": {"path": path}}
+
+
+async def test_tool_progress_reaches_a_listener_and_nothing_breaks_without_one(
+    tmp_path: Path,
+) -> None:
+    script = main_turns({"tool_calls": [step("a"), step("b")]}, {"text": "done"})
+    events: list[Event] = []
+    result = await Session(options(tmp_path, script)).run("go", on_event=events.append)
+    assert result.result == "done"
+    progress = [e for e in events if isinstance(e, ProgressEvent) and e.subtype == "tool_progress"]
+    sent = [
+        b["id"]
+        for m in result.agents[0].messages
+        if m["role"] == "assistant" and not isinstance(m["content"], str)
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
+    assert len(sent) == 2
+    assert [(e.tool_use_id, e.data) for e in progress] == [
+        (sent[0], {"at": "a"}),
+        (sent[1], {"at": "b"}),
+    ]
+    quiet = await Session(options(tmp_path / "q", script)).run("go")
+    assert quiet.result == "done"
+    assert "stepped a" in json.dumps(quiet.agents[0].messages)
+
+
+async def test_each_denied_call_of_a_turn_is_recorded_under_its_own_id(tmp_path: Path) -> None:
+    write = {"name": "Write", "input": {"file_path": str(tmp_path / "x.txt"), "content": "x"}}
+    script = main_turns(
+        {"tool_calls": [write, step("a"), write]},
+        {"tool_calls": [write]},
+        {"text": "gave up"},
+    )
+    result = await Session(options(tmp_path, script)).run("go")
+    assert result.result == "gave up"
+    denials = result.payload["permission_denials"]
+    sent = [
+        b["id"]
+        for m in result.agents[0].messages
+        if m["role"] == "assistant" and not isinstance(m["content"], str)
+        for b in m["content"]
+        if b["type"] == "tool_use" and b["name"] == "Write"
+    ]
+    assert len(sent) == 3
+    assert [d["tool_use_id"] for d in denials] == sent
+    assert all(d["tool_name"] == "Write" for d in denials)
+    assert not (tmp_path / "x.txt").exists()
+
+
+async def test_recent_activities_are_the_last_five_calls_however_many_a_turn_made(
+    tmp_path: Path,
+) -> None:
+    script = main_turns(
+        {"tool_calls": [step(f"p{i}") for i in range(7)]},
+        {"tool_calls": [step("last")]},
+        {"text": "done"},
+    )
+    result = await Session(options(tmp_path, script)).run("go")
+    stats = result.agents[0].stats
+    assert stats.activities == [f"Step: {p}" for p in ("p3", "p4", "p5", "p6", "last")]
+    assert stats.tool_use_count == 8
+    assert stats.num_turns == 3
+
+
+class StreamOnly:
+    """A model with ``stream`` alone (no ``respond``): the caller drains its stream."""
+
+    name = "stream-only"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.calls += 1
+        text = f"streamed {self.calls}"
+        yield MessageDone(
+            message={"role": "assistant", "content": [{"type": "text", "text": text}]}
+        )
+
+
+async def test_a_model_switched_mid_session_answers_the_next_call(tmp_path: Path) -> None:
+    first = main_turns({"text": "scripted one"})
+    async with Session(options(tmp_path, first)) as session:
+        assert (await session.run("one")).result == "scripted one"
+        streaming = StreamOnly()
+        session.set_model(streaming)
+        assert (await session.run("two")).result == "streamed 1"
+        session.set_model(ScriptedModel.from_dict(main_turns({"text": "scripted again"})))
+        assert (await session.run("three")).result == "scripted again"
+    assert streaming.calls == 1
+
+
+async def test_the_transcript_holds_each_turn_in_order_odd_characters_too(tmp_path: Path) -> None:
+    # A lone surrogate is not UTF-8: the line goes through the standard library's escape.
+    script = main_turns({"tool_calls": [step("a")]}, {"text": "done \ud800 odd"})
+    result = await Session(options(tmp_path, script)).run("go")
+    assert result.result.startswith("done")
+    path = result.agents[0].transcript_path
+    assert path is not None
+    records = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    kinds = [r["type"] if r["type"] != "message" else r["message"]["role"] for r in records]
+    assert kinds == [
+        "user",
+        "turn_completed",
+        "assistant",
+        "user",
+        "turn_completed",
+        "assistant",
+        "turn_completed",
+    ]
+    answers = [r["message"] for r in records if r.get("type") == "message"]
+    assert answers[-1]["content"][0]["text"] == "done \ud800 odd"
+    markers = [r["turn"] for r in records if r["type"] == "turn_completed"]
+    assert markers == list(range(1, len(markers) + 1))
