@@ -129,13 +129,15 @@ async def test_each_message_is_fingerprinted_once(monkeypatch: pytest.MonkeyPatc
     for turn in range(20):
         done = await complete(model, request("a", history))
         history += [done.message, user_message(f"result {turn}")]
-    # Every call fingerprints only what it has not seen: the last call's two are never sent.
-    assert calls == len(history) - 2
-    # A fork made of the same message objects plus one directive costs one fingerprint.
+    # Every call fingerprints only what it has not seen; an answer is fingerprinted when it is
+    # served (the next request sends that same object), so only the last user message is not.
+    assert calls == len(history) - 1
+    # A fork made of the same message objects plus one directive costs one fingerprint (and
+    # one for its answer).
     sent = history[:-2]
     before = calls
     done = await complete(model, request("fork", [*sent, user_message("directive")]))
-    assert calls == before + 1
+    assert calls == before + 2  # the directive, and the fork's own answer as it is served
     assert done.usage.cache_read_input_tokens > 0
 
 
@@ -173,3 +175,23 @@ async def test_session_with_five_forks_reads_from_the_cache(tmp_path: Path) -> N
     assert totals["cache_read_input_tokens"] == sum(
         run.usage.cache_read_input_tokens for run in result.agents
     )
+
+
+async def test_an_answer_is_counted_as_it_was_built_and_as_sent_again() -> None:
+    """The characters an answer is remembered with (counted while building it: texts, rendered
+    templates, tool inputs) are what ``_message_chars`` counts of the message sent back."""
+    turns = [
+        {"text": "plain", "tool_calls": [{"name": "Read", "input": {"file_path": "/a/b"}}]},
+        {"tool_calls": [{"name": "Note", "input": {"text": "{{prompt}}", "n": [1, {"k": "v"}]}}]},
+        {"text": "said {{prompt}} twice: {{prompt}}"},
+        {"tool_calls": []},
+    ]
+    model = ScriptedModel.from_dict({"agents": [{"turns": turns}]})
+    history: list[Message] = [user_message("go")]
+    for _ in turns:
+        done = await complete(model, request("agent-x", history))
+        cached = model._cache._messages[id(done.message)]
+        assert cached[0] is done.message
+        assert cached[2] == scripted._message_chars(done.message)
+        assert cached[1] == scripted._message_fingerprint(done.message)
+        history += [done.message, user_message("next")]

@@ -131,8 +131,6 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
 
 def group_calls(prepared: list[PreparedCall]) -> list[list[PreparedCall]]:
     """Consecutive concurrency-safe calls form one group; every other call is alone."""
-    if len(prepared) == 1:
-        return [prepared]  # one call (most turns): a group of its own either way
     groups: list[list[PreparedCall]] = []
     current: list[PreparedCall] = []
     for call in prepared:
@@ -156,7 +154,9 @@ async def run_tool_calls(
 ) -> None:
     """Run a turn's calls into ``turn.results``; on cancellation, fill the gaps and re-raise."""
     try:
-        for group in group_calls(prepare_calls(turn.calls, tools)):
+        prepared = prepare_calls(turn.calls, tools)
+        # One call (most turns) is a group of its own either way.
+        for group in [prepared] if len(prepared) == 1 else group_calls(prepared):
             if len(group) == 1:
                 call = group[0]
                 if ctx.observer is None:  # ``execute_call``, inlined
@@ -259,7 +259,13 @@ async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
             content = f"{content}\n\n{added}"
     if extra_context:
         content = f"{content}\n\n{extra_context}"
-    result = tool_result_block(block["id"], content, is_error=output.is_error)
+    result: ToolResultBlock = {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        "content": content,
+    }
+    if output.is_error:  # ``tool_result_block``, inlined: this runs for every call
+        result["is_error"] = True
     return CallResult(block=result, tool_name=name, output=output)
 
 

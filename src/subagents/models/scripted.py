@@ -270,6 +270,15 @@ class _PrefixCache:
             memo[key] = entry
         return entry
 
+    def served(self, message: Message, chars: int) -> None:
+        """Remember an answer this model built, whose characters it counted as it built them
+        (``_message_chars`` of it, without walking its tool inputs again): the loop sends the
+        same object back in the agent's next request."""
+        memo = self._messages
+        if len(memo) >= _MEMO_LIMIT:
+            del memo[next(iter(memo))]
+        memo[id(message)] = (message, _message_fingerprint(message), chars)
+
 
 # --- per-agent state -------------------------------------------------------------------------
 
@@ -601,8 +610,11 @@ class ScriptedModel:
         if not content:
             content.append({"type": "text", "text": ""})
         usage = self._usage(turn, state, request, chars)
+        message: Message = {"role": "assistant", "content": content}
+        if turn.usage is None:  # estimating: the next request counts this answer
+            self._cache.served(message, chars)
         return MessageDone(
-            message={"role": "assistant", "content": content},
+            message=message,
             usage=usage,
             stop_reason="tool_use" if turn.calls else "end_turn",
             model=self.name,

@@ -138,7 +138,7 @@ class TranscriptWriter:
         self._turns += 1
         pending = self._pending
         pending.append(b'{"type":"turn_completed","turn":%d}\n' % self._turns)
-        data = b"\n".join(pending)
+        data = b"\n".join(pending)  # one copy of the turn's lines, however long its results
         self._pending = []
         if self._fd < 0:  # closed to stay within the descriptor budget: open it again
             self._fd = _open_private(self.path)
