@@ -69,6 +69,8 @@ def decide(
             from subagents.permissions.bash_decision import decide_bash  # at the first Bash call
 
             return decide_bash(context, command)
+    if tool.read_only_grants and not context.deny and not context.ask and tool.is_read_only(args):
+        return _ALLOW  # the common case, on every call: no rule can change the verdict
     return _decide_tool(context, tool, args, ctx)
 
 
@@ -94,8 +96,6 @@ def _decide_tool(
     context: PermissionContext, tool: Tool[Any], args: BaseModel, ctx: ToolContext
 ) -> Decision:
     grants = tool.read_only_grants  # False: the read-only claim is a server's, not ours
-    if grants and not context.deny and not context.ask and tool.is_read_only(args):
-        return _ALLOW  # the common case, on every call: no rule can change the verdict
     names = (tool.name, *tool.aliases)
     subject = describe_call(tool.name, args, ctx)
 
