@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from subagents.config import RuntimeConfig
+from subagents.gc_heap import PYTHON_THRESHOLDS, RUNTIME_THRESHOLDS
+
 PROGRAM = r"""
 import asyncio, gc, json, sys, weakref
 from pathlib import Path
@@ -34,6 +37,8 @@ def garbage_cycle():
 
 if sys.argv[2] == "off":
     gc.disable()
+if sys.argv[3] != "-":
+    gc.set_threshold(*map(int, sys.argv[3].split(",")))  # the program's own choice
 before = garbage_cycle()  # cyclic garbage made before the first session
 root = Path(sys.argv[1])
 script = {"agents": [{"agent_type": "main", "turns": [{"text": "ok"}]}]}
@@ -53,13 +58,20 @@ print(json.dumps({
     "frozen": gc.get_freeze_count(),
     "before_freed": before() is None,
     "after_freed": after() is None,
+    "thresholds": list(gc.get_threshold()),
 }))
 """
 
 
-def run_program(tmp_path: Path, *, env: dict[str, str] | None = None, gc_on: bool = True) -> dict:
+def run_program(
+    tmp_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    gc_on: bool = True,
+    thresholds: str = "-",
+) -> dict:
     done = subprocess.run(
-        [sys.executable, "-c", PROGRAM, str(tmp_path), "on" if gc_on else "off"],
+        [sys.executable, "-c", PROGRAM, str(tmp_path), "on" if gc_on else "off", thresholds],
         capture_output=True,
         text=True,
         timeout=120,
@@ -78,6 +90,8 @@ def test_the_first_session_freezes_the_heap_once_after_collecting_its_garbage(
     assert out["frozen"] > 1000, "the import heap is in the permanent generation"
     assert out["before_freed"], "cyclic garbage from before the first session was collected"
     assert out["after_freed"], "what is made after the freeze is collected as usual"
+    # The program left Python's thresholds: the runtime's are set (``gc_heap.tune_collector``).
+    assert out["thresholds"] == list(RUNTIME_THRESHOLDS) == [700, 10, 100]
 
 
 @pytest.mark.parametrize("how", ["env", "collector off"])
@@ -91,3 +105,32 @@ def test_no_freeze_when_opted_out_or_when_the_program_manages_collection(
     assert out["results"] == ["ok", "ok"]
     assert out["freezes"] == 0
     assert out["frozen"] == 0
+    if how == "collector off":  # the program manages collection: its thresholds stay too
+        assert out["thresholds"] == list(PYTHON_THRESHOLDS)
+
+
+@pytest.mark.parametrize(
+    ("how", "expected"),
+    [
+        ("program", [500, 5, 5]),  # the program chose its own: kept
+        ("env off", list(PYTHON_THRESHOLDS)),
+        ("env values", [1000, 20, 50]),
+    ],
+)
+def test_thresholds_are_left_to_a_program_that_chose_or_opted_out(
+    tmp_path: Path, how: str, expected: list[int]
+) -> None:
+    if how == "program":
+        out = run_program(tmp_path, thresholds="500,5,5")
+    elif how == "env off":
+        out = run_program(tmp_path, env={"SUBAGENTS_GC_THRESHOLDS": "off"})
+    else:
+        out = run_program(tmp_path, env={"SUBAGENTS_GC_THRESHOLDS": "1000,20,50"})
+    assert out["results"] == ["ok", "ok"]
+    assert out["thresholds"] == expected
+
+
+@pytest.mark.parametrize("raw", ["700,10", "a,b,c", "700,0,10", "700,10,10,10"])
+def test_a_bad_threshold_variable_is_refused_by_name(raw: str) -> None:
+    with pytest.raises(ValueError, match="SUBAGENTS_GC_THRESHOLDS"):
+        RuntimeConfig.from_env({"SUBAGENTS_GC_THRESHOLDS": raw})

@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from subagents.gc_heap import RUNTIME_THRESHOLDS
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -71,6 +73,10 @@ class RuntimeConfig:
     freeze_import_heap: bool = True
     """At the process's first session, keep every object alive then (the imports) out of later
     garbage collections (``subagents.gc_heap``); ``SUBAGENTS_GC_FREEZE=0`` leaves the heap be."""
+    gc_thresholds: tuple[int, int, int] | None = RUNTIME_THRESHOLDS
+    """The collector's thresholds the process's first session sets when the program left
+    Python's defaults (``gc_heap.tune_collector``); None leaves them be.
+    ``SUBAGENTS_GC_THRESHOLDS=700,10,100`` sets others, ``off`` none."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -121,7 +127,30 @@ class RuntimeConfig:
             teammate_mode=_teammate_mode(env),
             team_quiet_ms=_int(env, "SUBAGENTS_TEAM_QUIET_MS", cls.team_quiet_ms),
             freeze_import_heap=_flag(env, ("SUBAGENTS_GC_FREEZE",), default=cls.freeze_import_heap),
+            gc_thresholds=_thresholds(env, cls.gc_thresholds),
         )
+
+
+def _thresholds(
+    env: Mapping[str, str], default: tuple[int, int, int] | None
+) -> tuple[int, int, int] | None:
+    name = "SUBAGENTS_GC_THRESHOLDS"
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if raw.lower() in _FALSE:
+        return None
+    parts = raw.split(",")
+    try:
+        values = tuple(int(part) for part in parts)
+    except ValueError:
+        values = ()
+    if len(values) != 3 or min(values) < 1:
+        raise ValueError(
+            f"environment variable {name}={raw!r}: expected three positive integers"
+            " such as 700,10,100, or off"
+        )
+    return values[0], values[1], values[2]
 
 
 def _teammate_mode(env: Mapping[str, str]) -> str:

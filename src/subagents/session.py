@@ -54,7 +54,7 @@ from subagents.events import (
     SystemEvent,
     discard,
 )
-from subagents.gc_heap import freeze_import_heap
+from subagents.gc_heap import freeze_import_heap, tune_collector
 from subagents.loop.compaction import CompactionResult
 from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome
@@ -110,6 +110,8 @@ class Session:
         self.config = options.config or RuntimeConfig.from_env()
         if self.config.freeze_import_heap:
             freeze_import_heap()  # before this session makes anything (``gc_heap``)
+        if self.config.gc_thresholds is not None:
+            tune_collector(self.config.gc_thresholds)
         price_for("")  # a malformed SUBAGENTS_PRICES fails here, naming it, not mid-run
         self.cwd = canonical_project(options.cwd)
         self.state = ProjectState.for_cwd(self.cwd, options.home)
