@@ -24,7 +24,7 @@ from subagents.store import (
     WorktreeInfo,
     apply_changes,
 )
-from subagents.store.records import _checked_update, _plain_update
+from subagents.store.records import _checked_update, _plain_update, changed_record
 from subagents.testing.store_conformance import make_record
 
 
@@ -99,7 +99,7 @@ def reference(record: SidecarRecord, changes: dict[str, Any], now: float) -> Any
     updates = dict(changes)
     if changes.get("status") in ("completed", "failed", "killed") and "ended_at" not in updates:
         updates["ended_at"] = now
-    return _checked_update(record, updates, f"update of agent {record.agent_id}", changes)
+    return _checked_update(record, updates, f"update of agent {record.agent_id}", changes)[0]
 
 
 @pytest.mark.parametrize("name", sorted(CANDIDATES))
@@ -110,6 +110,19 @@ def test_plain_and_checked_paths_agree(name: str) -> None:
         got = outcome(lambda c=changes: apply_changes(record, c, now=9.0))
         want = outcome(lambda c=changes: reference(record, c, 9.0))
         assert got == want, (name, value)
+
+
+@pytest.mark.parametrize("name", sorted(CANDIDATES))
+def test_the_json_form_handed_to_the_writer_is_the_updated_records_own(name: str) -> None:
+    """``changed_record`` returns the ``to_dict`` its validation built, so an owner write
+    encodes once (``DurableRecords.change``): it must be exactly the updated record's."""
+    record = make_record("a00000001")
+    for value in CANDIDATES[name]:
+        try:
+            updated, data = changed_record(record, {name: value}, now=9.0)
+        except (InvalidRecordError, TerminalStatusError):
+            continue
+        assert repr(data) == repr(updated.to_dict()), (name, value)
 
 
 def test_a_terminal_change_set_takes_the_plain_path_and_stamps_ended_at() -> None:

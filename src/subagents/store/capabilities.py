@@ -185,4 +185,9 @@ def apply_each(store: Store, ops: Sequence[BatchOp]) -> list[BatchOutcome]:
 
 def encode_record(record: SidecarRecord) -> bytes:
     """Compact JSON, one line (``json_codec``: the hot path's fast encoder)."""
-    return json_codec.dumps(record.to_dict()) + b"\n"
+    return encode_record_data(record.to_dict())
+
+
+def encode_record_data(data: dict[str, Any]) -> bytes:
+    """``encode_record`` of a record whose ``to_dict()`` is at hand (``records.changed_record``)."""
+    return json_codec.dumps(data) + b"\n"
