@@ -60,11 +60,7 @@ class AbortSignal:
             return _noop
         key = next(_ids)
         self._callbacks[key] = callback
-
-        def unsubscribe() -> None:
-            self._callbacks.pop(key, None)
-
-        return unsubscribe
+        return _Unsubscribe(self._callbacks, key)
 
     def child(self) -> LinkedAbortSignal:
         """A signal aborted when this one is; aborting it leaves this one alone."""
@@ -74,14 +70,7 @@ class AbortSignal:
 
     def bind_task(self, task: asyncio.Task[object]) -> Callable[[], None]:
         """Cancel ``task`` when this signal aborts; returns an unsubscriber."""
-
-        def cancel(reason: str) -> None:
-            # A task that aborts itself is not cancelled: it is running right now and notices
-            # the flag at its next check point. Cancelling it would end it mid-step instead.
-            if not task.done() and task is not _current_task():
-                task.cancel(f"abort: {reason}")
-
-        return self.on_abort(cancel)
+        return self.on_abort(_CancelTask(task))
 
     async def wait(self) -> str:
         """Wait until aborted; returns the reason."""
@@ -105,6 +94,35 @@ class LinkedAbortSignal(AbortSignal):
 
 def _noop() -> None:
     return None
+
+
+# The two callbacks every agent's signal holds while it runs are objects with slots rather than
+# closures: one tracked object each instead of a function, its cell tuple and a cell per
+# variable, which the garbage collector visits for every waiting agent (docs/performance.md).
+
+
+class _Unsubscribe:
+    __slots__ = ("callbacks", "key")
+
+    def __init__(self, callbacks: dict[int, Callable[[str], None]], key: int) -> None:
+        self.callbacks, self.key = callbacks, key
+
+    def __call__(self) -> None:
+        self.callbacks.pop(self.key, None)
+
+
+class _CancelTask:
+    __slots__ = ("task",)
+
+    def __init__(self, task: asyncio.Task[object]) -> None:
+        self.task = task
+
+    def __call__(self, reason: str) -> None:
+        # A task that aborts itself is not cancelled: it is running right now and notices the
+        # flag at its next check point. Cancelling it would end it mid-step instead.
+        task = self.task
+        if not task.done() and task is not _current_task():
+            task.cancel(f"abort: {reason}")
 
 
 def _current_task() -> asyncio.Task[object] | None:

@@ -20,26 +20,30 @@ class ProcessTracker:
     __slots__ = ("_groups", "on_add")
 
     def __init__(self, on_add: Callable[[int], None] | None = None) -> None:
-        self._groups: set[int] = set()
+        self._groups: set[int] | None = None
+        """Made at the first group: every agent has a tracker, few start a process."""
         self.on_add = on_add
         """Called with each new group (a child records it on disk for crash recovery)."""
 
     def add(self, pgid: int) -> None:
+        if self._groups is None:
+            self._groups = set()
         self._groups.add(pgid)
         if self.on_add is not None:
             self.on_add(pgid)
 
     def discard(self, pgid: int) -> None:
-        self._groups.discard(pgid)
+        if self._groups is not None:
+            self._groups.discard(pgid)
 
     @property
     def groups(self) -> frozenset[int]:
-        return frozenset(self._groups)
+        return frozenset(self._groups or ())
 
     def kill_all(self, sig: int = signal.SIGKILL) -> list[int]:
         """Signal every tracked group; returns the groups signalled. Safe to call twice."""
         killed: list[int] = []
-        for pgid in list(self._groups):
+        for pgid in list(self._groups or ()):
             if kill_group(pgid, sig):
                 killed.append(pgid)
         return killed

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal, TypeGuard
 
 from subagents.abort import AbortSignal
-from subagents.agents.orphan_processes import group_recorder, pids_path
+from subagents.agents.orphan_processes import transcript_group_recorder
 from subagents.events import AgentRef
 from subagents.processes import ProcessTracker
 from subagents.tools.base import (
@@ -97,4 +97,4 @@ def _child_tracker(
         transcript = services.transcript_for(agent.agent_id) if services is not None else None
     if transcript is None:
         return ProcessTracker()
-    return ProcessTracker(on_add=group_recorder(pids_path(transcript)))
+    return ProcessTracker(on_add=transcript_group_recorder(transcript))

@@ -59,6 +59,10 @@ class ChildRequest:
     """The child's isolated worktree, when isolated."""
 
 
+_NO_TOOLS: frozenset[str] = frozenset()
+"""One shared empty set (each ``frozenset()`` is a new object the collector tracks)."""
+
+
 def definition_spec(
     runtime: AgentRuntime, parent_ctx: ToolContext, parent: AgentFrame, request: ChildRequest
 ) -> ChildSpec:
@@ -66,7 +70,7 @@ def definition_spec(
     tools = child_tools(definition, parent.tools)
     cwd = request.cwd or parent_ctx.cwd
     memory = runtime.open_memory(definition) if definition.memory else None
-    memory_only: frozenset[str] = frozenset()
+    memory_only = _NO_TOOLS
     if memory is not None:
         tools, memory_only = with_memory_tools(tools, [*parent.tools, *core_tools()])
     model = runtime.model_for(request.model, definition.model, parent.model)

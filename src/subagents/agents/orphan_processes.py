@@ -57,7 +57,28 @@ def record_group(path: Path, pgid: int) -> None:
 
 def group_recorder(path: Path) -> Callable[[int], None]:
     """A ``ProcessTracker.on_add`` callback that records groups in ``path``."""
-    return lambda pgid: record_group(path, pgid)
+    return _GroupRecorder(path, pids=False)
+
+
+def transcript_group_recorder(transcript: Path) -> Callable[[int], None]:
+    """``group_recorder(pids_path(transcript))``, the pids path made at the first group: most
+    children start no process, and every child's tracker gets one of these."""
+    return _GroupRecorder(transcript, pids=True)
+
+
+class _GroupRecorder:
+    """Slots, not a closure: one tracked object per child instead of a function, its cell tuple,
+    a cell and a parsed path (``docs/performance.md``, the swarm)."""
+
+    __slots__ = ("path", "pids")
+
+    def __init__(self, path: Path, *, pids: bool) -> None:
+        self.path, self.pids = path, pids
+
+    def __call__(self, pgid: int) -> None:
+        if self.pids:
+            self.path, self.pids = pids_path(self.path), False
+        record_group(self.path, pgid)
 
 
 def read_groups(path: Path) -> list[tuple[int, str | None]]:

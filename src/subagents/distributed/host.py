@@ -24,7 +24,7 @@ from typing import Any
 from subagents.abort import AbortSignal
 from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun
 from subagents.agents.child_run import run_child
-from subagents.agents.orphan_processes import group_recorder, pids_path
+from subagents.agents.orphan_processes import transcript_group_recorder
 from subagents.distributed.remote import Ended, Progress, RemoteChild, progress_of
 from subagents.events import AgentRef, Event
 from subagents.loop.inbox import Inbox
@@ -167,7 +167,7 @@ def child_job(
         # Its shells' groups are recorded beside its transcript, so whoever reconciles the child
         # after this node dies (the driver, or a recovery) can end them.
         processes=(
-            ProcessTracker(on_add=group_recorder(pids_path(transcript)))
+            ProcessTracker(on_add=transcript_group_recorder(transcript))
             if transcript is not None
             else ProcessTracker()
         ),
