@@ -305,3 +305,30 @@ async def test_failing_kill_operation_still_ends_killed() -> None:
     with pytest.raises(OSError, match="cannot signal"):
         await registry.kill(task.id)
     assert task.status == "killed"
+
+
+def test_ids_are_a_type_letter_and_eight_alphabet_characters_and_nothing_else_passes() -> None:
+    from subagents.ids import ALPHABET, TYPE_LETTERS, is_valid_id, new_id
+
+    for task_type, letter in TYPE_LETTERS.items():
+        for _ in range(200):
+            value = new_id(task_type)
+            assert value[0] == letter and len(value) == 9
+            assert set(value[1:]) <= set(ALPHABET) and is_valid_id(value)
+    drawn = {new_id()[1:] for _ in range(2000)}
+    assert len(drawn) == 2000 and set("".join(drawn)) == set(ALPHABET)  # every character drawn
+    for bad in (
+        "",
+        "a",
+        "a1234567",
+        "a123456789",
+        "x12345678",
+        "A12345678",
+        "a1234567Z",
+        "a12 45678",
+        "a1234567\n",
+        "a\u00e91234567",
+        "a-1234567",
+        "aa123456é",
+    ):
+        assert not is_valid_id(bad), bad

@@ -22,17 +22,21 @@ TYPE_LETTERS = {
 }
 
 
+_BYTE_TO_CHAR = bytes(ord(ALPHABET[byte % 36]) for byte in range(256))
+"""``bytes.translate`` table: each byte to ``ALPHABET[byte % 36]`` (no Python call per byte;
+ids are drawn for every child and task)."""
+_LETTERS = frozenset(TYPE_LETTERS.values())
+
+
 def new_id(task_type: str = "local_agent") -> str:
     """A fresh id such as ``a3k9x0c2m`` for ``local_agent``."""
     letter = TYPE_LETTERS[task_type]
     # One 8-byte draw per id, each byte reduced mod 36 (a slight bias toward the first four
     # characters, ~2.9e12 ids all the same; Claude Code draws its ids the same way).
-    return letter + "".join(ALPHABET[byte % 36] for byte in secrets.token_bytes(8))
+    return letter + secrets.token_bytes(8).translate(_BYTE_TO_CHAR).decode("ascii")
 
 
 def is_valid_id(value: str) -> bool:
-    return (
-        len(value) == 9
-        and value[0] in TYPE_LETTERS.values()
-        and all(ch in ALPHABET for ch in value[1:])
-    )
+    # ``strip`` removes every leading and trailing alphabet character: nothing is left exactly
+    # when all eight are in the alphabet.
+    return len(value) == 9 and value[0] in _LETTERS and not value[1:].strip(ALPHABET)

@@ -516,10 +516,6 @@ def _plain_time(value: Any) -> bool:
     return type(value) is float and value == value  # NaN != NaN: left to the checked path
 
 
-def _plain_count(value: Any) -> bool:
-    return type(value) is int and value >= 0
-
-
 def _plain_process(value: Any) -> bool:
     return value is None or (
         type(value) is ProcessIdentity
@@ -546,21 +542,21 @@ def _plain_stats(value: Any) -> bool:
     cost = value.cost_usd
     if type(cost) is not float or not 0 <= cost < float("inf"):  # NaN fails too
         return False
-    return all(
-        map(
-            _plain_count,
-            (
-                value.num_turns,
-                value.total_tool_use_count,
-                value.total_tokens,
-                value.total_duration_ms,
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cache_creation_input_tokens,
-                usage.cache_read_input_tokens,
-            ),
-        )
+    counts = (
+        value.num_turns,
+        value.total_tool_use_count,
+        value.total_tokens,
+        value.total_duration_ms,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_creation_input_tokens,
+        usage.cache_read_input_tokens,
     )
+    # Each an exact int >= 0, without a Python call per counter (a terminal write checks eight).
+    return set(map(type, counts)) == _INT_ONLY and min(counts) >= 0
+
+
+_INT_ONLY = {int}
 
 
 _WORKTREE_OUTCOMES = get_args(WorktreeOutcome)
