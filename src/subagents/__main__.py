@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from subagents.cli.entry import run
 
-from subagents.cli.main import main
-
-sys.exit(main())
+run()
