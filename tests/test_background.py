@@ -335,3 +335,52 @@ async def test_one_sweep_watches_every_background_child(tmp_path: Path) -> None:
     assert "[progress] turns=" in walker.output_path.read_text()
     supervisor = session.background.supervisor
     assert supervisor.watched == 0 and supervisor._sweep is None
+
+
+async def test_children_of_one_type_share_one_config_snapshot(tmp_path: Path) -> None:
+    """Three Explore children and a general-purpose one: each record on disk holds its own
+    type's config, and the session keeps one snapshot object per distinct config
+    (``DurableRecords.shared_config``: frozen, held by every waiting child's record)."""
+    from dataclasses import replace
+
+    from subagents.store import FileStore
+
+    script = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            *(bg_call(f"look {i}") for i in range(3)),
+                            bg_call("work", "general-purpose"),
+                        ]
+                    },
+                    *({"text": "ok"} for _ in range(5)),
+                ],
+            },
+            {"agent_type": "Explore", "turns": [{"text": "seen"}]},
+            {"agent_type": "general-purpose", "turns": [{"text": "done"}]},
+        ]
+    }
+    options = SessionOptions(
+        model=ScriptedModel.from_dict(script), cwd=tmp_path, home=tmp_path / "home"
+    )
+    session = Session(options)
+    result = await session.run("go")
+    records = session.background.records
+    assert records is not None
+    assert isinstance(records.store, FileStore)
+    disk = FileStore(records.store.state)  # a fresh store: the records as read from disk
+    stored = [disk.get(run.agent_id) for run in result.agents[1:]]
+    configs: dict[str, list[Any]] = {r.agent_type: [] for r in stored if r is not None}
+    for record in stored:
+        assert record is not None and record.status == "completed"
+        configs[record.agent_type].append(record.config)
+    assert len(configs["Explore"]) == 3 and len(set(configs["Explore"])) == 1
+    assert configs["Explore"][0] != configs["general-purpose"][0]
+    explore = configs["Explore"][0]
+    again = replace(explore)  # equal, another object
+    assert again is not explore and records.shared_config(again) is records.shared_config(explore)
+    thinking = replace(explore, thinking={"type": "enabled"})  # unhashable: passed through
+    assert records.shared_config(thinking) is thinking

@@ -47,6 +47,7 @@ def started(records: DurableRecords, job: AgentJob, state: TaskState) -> None:
         session_id=records.session_id,
         project_path=records.project_path,
         identity=records.identity,
+        config=records.shared_config(config_snapshot(job)),
     )
     records.started(record)
 
@@ -81,9 +82,10 @@ def build_record(
     session_id: str,
     project_path: str,
     identity: ProcessIdentity,
+    config: ConfigSnapshot | None = None,
 ) -> SidecarRecord:
-    run, frame = job.run, job.frame
-    definition = frame.definition
+    """The child's first record; ``config`` is ``config_snapshot(job)`` unless given."""
+    run = job.run
     now = time.time()
     return SidecarRecord(
         agent_id=run.agent_id,
@@ -100,28 +102,35 @@ def build_record(
             resumed_from=run.resumed_from,
             resume_depth=run.resume_depth,
         ),
-        config=ConfigSnapshot(
-            model=run.model,
-            permission_mode=frame.permission_mode,
-            tools=tuple(tool.name for tool in job.tools),
-            system_prompt=job.system,
-            max_turns=job.budget.max_turns,
-            max_tokens=job.budget.max_tokens,
-            max_wall_ms=job.budget.max_wall_ms,
-            max_cost_usd=job.budget.max_cost_usd,
-            isolation=definition.isolation if definition is not None else None,
-            definition_source=definition.source if definition is not None else "runtime",
-            definition_path=definition.path if definition is not None else None,
-            thinking=job.thinking,
-            memory=definition.memory if definition is not None else None,
-            memory_only_tools=tuple(sorted(job.memory_only)),
-        ),
+        config=config_snapshot(job) if config is None else config,
         created_at=now,
         last_active_at=now,
         process=identity,
         output_path=str(state.output_path) if state.output_path else None,
         transcript_path=str(job.transcript) if job.transcript else None,
         worktree=_worktree_record(job.worktree),
+    )
+
+
+def config_snapshot(job: AgentJob) -> ConfigSnapshot:
+    """What a resume runs with: model, mode, tools, prompt, budget, definition (frozen)."""
+    run, frame, budget = job.run, job.frame, job.budget
+    definition = frame.definition
+    return ConfigSnapshot(
+        model=run.model,
+        permission_mode=frame.permission_mode,
+        tools=tuple(tool.name for tool in job.tools),
+        system_prompt=job.system,
+        max_turns=budget.max_turns,
+        max_tokens=budget.max_tokens,
+        max_wall_ms=budget.max_wall_ms,
+        max_cost_usd=budget.max_cost_usd,
+        isolation=definition.isolation if definition is not None else None,
+        definition_source=definition.source if definition is not None else "runtime",
+        definition_path=definition.path if definition is not None else None,
+        thinking=job.thinking,
+        memory=definition.memory if definition is not None else None,
+        memory_only_tools=tuple(sorted(job.memory_only)),
     )
 
 

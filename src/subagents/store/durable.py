@@ -44,7 +44,7 @@ from subagents.store.capabilities import (
 from subagents.store.pipeline import CommitPipeline
 from subagents.store.process_identity import ProcessIdentity, current_identity
 from subagents.store.protocol import Store
-from subagents.store.records import SidecarRecord, changed_record
+from subagents.store.records import ConfigSnapshot, SidecarRecord, changed_record
 from subagents.store.writer import DurableWriter
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,9 @@ the garbage it leaves) on nearly every turn — measured on a swarm of 1,000 chi
 1.1 s apart, +30-120 µs of CPU per model call (mean +80, five interleaved pairs at load 7-11).
 Nothing decides on this field while its owner lives (liveness is the owner's process identity
 and the lease; stalls are watched in memory), so staleness in ``tasks show`` is the whole cost."""
+
+SHARED_CONFIGS = 64
+"""Distinct config snapshots a session keeps for sharing (a few per definition in practice)."""
 
 Written = asyncio.Future[object]
 """A write's future: its result is what the store returned (the record, for owner writes)."""
@@ -97,6 +100,8 @@ class DurableRecords:
     _loop: asyncio.AbstractEventLoop | None = None
     _inflight: set[asyncio.Future[None]] = field(default_factory=set)
     """One future per batch handed over and not yet settled (``drain`` waits for them)."""
+    _configs: dict[ConfigSnapshot, ConfigSnapshot] = field(default_factory=dict)
+    """Config snapshots seen (``shared_config``), at most ``SHARED_CONFIGS``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.store, OwnerWrites):
@@ -115,6 +120,17 @@ class DurableRecords:
         # child's first turns do not pay for an activity write that says nothing new.
         self._last_touch[record.agent_id] = time.monotonic()
         return future
+
+    def shared_config(self, config: ConfigSnapshot) -> ConfigSnapshot:
+        """One object for equal config snapshots: the children of one definition have the same
+        one (frozen), and each running child's record holds it while the child waits."""
+        try:
+            shared = self._configs.get(config)
+            if shared is None and len(self._configs) < SHARED_CONFIGS:
+                shared = self._configs[config] = config
+        except TypeError:  # an unhashable field (a ``thinking`` dict): not shared
+            return config
+        return config if shared is None else shared
 
     def activity(self, agent_id: str) -> None:
         """The child made progress: ``lastActiveAt``, at most once per ``ACTIVITY_INTERVAL_S``."""

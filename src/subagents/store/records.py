@@ -178,6 +178,12 @@ class TokenUsage:
         return cls(**{name: r.int_(name, 0) for name in cls().to_dict()})
 
 
+_NO_RESULT = RunResult()
+_NO_USAGE = TokenUsage()
+"""Shared empty values (frozen): a running child's record holds these instead of three objects
+of its own that the garbage collector would visit for every waiting child."""
+
+
 @dataclass(kw_only=True, frozen=True)
 class RunStats:
     """Counters written once, at the terminal state (SPEC §8)."""
@@ -185,7 +191,7 @@ class RunStats:
     num_turns: int = 0
     total_tool_use_count: int = 0
     total_tokens: int = 0
-    usage: TokenUsage = field(default_factory=TokenUsage)
+    usage: TokenUsage = _NO_USAGE
     total_duration_ms: int = 0
     cost_usd: float = 0.0
     """US dollars of the run's model calls (``models.pricing``); written only when not 0."""
@@ -212,6 +218,9 @@ class RunStats:
             total_duration_ms=r.int_("totalDurationMs", 0),
             cost_usd=r.float_("costUsd", 0.0),
         )
+
+
+_NO_STATS = RunStats()
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -259,8 +268,8 @@ class SidecarRecord:
     ended_at: float | None = None
     process: ProcessIdentity | None = None
     """The owner process while running, so a reused PID is not taken for the owner."""
-    result: RunResult = field(default_factory=RunResult)
-    stats: RunStats = field(default_factory=RunStats)
+    result: RunResult = _NO_RESULT
+    stats: RunStats = _NO_STATS
     worktree: WorktreeInfo | None = None
     output_path: str | None = None
     """Where the full final report is saved (the inline copy is capped)."""
