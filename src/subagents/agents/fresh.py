@@ -30,7 +30,7 @@ from subagents.agents.schema import AgentDefinition
 from subagents.agents.spec import ChildSpec, Workspace
 from subagents.loop.query import budget_of
 from subagents.messages import user_message
-from subagents.models.base import Model
+from subagents.models.base import Model, ToolSchema
 from subagents.permissions.modes import parse_mode
 from subagents.tools import core_tools
 from subagents.tools.base import Tool, ToolContext
@@ -67,12 +67,14 @@ def definition_spec(
     runtime: AgentRuntime, parent_ctx: ToolContext, parent: AgentFrame, request: ChildRequest
 ) -> ChildSpec:
     definition = request.definition
-    tools = child_tools(definition, parent.tools)
+    tools, schemas = runtime.child_toolset(definition, parent.tools, child_tools)
     cwd = request.cwd or parent_ctx.cwd
     memory = runtime.open_memory(definition) if definition.memory else None
     memory_only = _NO_TOOLS
+    tool_schemas: list[ToolSchema] | None = schemas
     if memory is not None:
         tools, memory_only = with_memory_tools(tools, [*parent.tools, *core_tools()])
+        tool_schemas = None  # other tools: assembly builds their schemas
     model = runtime.model_for(request.model, definition.model, parent.model)
     names = [tool.name for tool in tools]
     reminders = reminders_for(runtime, definition, names)
@@ -88,6 +90,7 @@ def definition_spec(
         model=model,
         system=system,
         tools=tools,
+        tool_schemas=tool_schemas,
         messages=[first],
         reminders=reminders.next_blocks if reminders else None,
         restate=reminders.restated_blocks if reminders else None,

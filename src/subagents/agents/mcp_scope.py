@@ -185,6 +185,7 @@ async def attach_child_servers(runtime: AgentRuntime, spec: ChildSpec) -> None:
         await scope.close()
         raise ToolError(refusal(definition.name, missing))
     spec.tools = [*spec.tools, *_added(spec.tools, scope.tools, definition.disallowed_tools)]
+    spec.tool_schemas = None  # the definition's shared schemas lack these tools
     spec.mcp = scope
 
 

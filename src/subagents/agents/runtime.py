@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from subagents.agents.agent_run import AgentRun
 from subagents.agents.catalog import DefinitionWatch
@@ -25,15 +25,19 @@ from subagents.events import AgentRef, Event, EventSink, SystemEvent, discard
 from subagents.hooks.engine import HookEngine
 from subagents.loop.compaction import CompactionPolicy, policy_for
 from subagents.loop.query import MAX_OUTPUT_TOKENS
-from subagents.models.base import Model
+from subagents.models.base import Model, ToolSchema
 from subagents.models.resolve import resolve_alias
 from subagents.models.retry import ModelCaller, ObservedModelCaller, RetryPolicy
 from subagents.observe import RunObserver
 from subagents.permissions.checker import PermissionChecker
 from subagents.state import ProjectState
+from subagents.tools.base import Tool
 
 if TYPE_CHECKING:
     from subagents.mcp.servers import McpServers
+
+TOOLSETS_KEPT = 64
+"""Distinct (definition, parent tools) pairs a session keeps tool lists for."""
 
 
 @dataclass(kw_only=True)
@@ -71,6 +75,9 @@ class AgentRuntime:
         default_factory=dict, init=False, repr=False, compare=False
     )
     _prompts: dict[tuple[int, int, Path], _PromptEntry] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _toolsets: dict[tuple[int, int], _ToolsetEntry] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -128,6 +135,26 @@ class AgentRuntime:
             self._prompts[key] = _PromptEntry(definition, model, context, prompt)
         return prompt
 
+    def child_toolset(
+        self,
+        definition: AgentDefinition,
+        parent_tools: list[Tool[Any]],
+        build: Callable[[AgentDefinition, list[Tool[Any]]], list[Tool[Any]]],
+    ) -> tuple[list[Tool[Any]], list[ToolSchema]]:
+        """``build(definition, parent_tools)`` and the tools' schemas, once per definition and
+        parent tool list of the session: fifty children of one type share one list of each
+        (never changed in place: a spec that adds tools makes a new list and drops the
+        schemas). Entries keep their keys' objects, so an id is never reused while they live."""
+        key = (id(definition), id(parent_tools))
+        hit = self._toolsets.get(key)
+        if hit is not None and hit.definition is definition and hit.parent_tools is parent_tools:
+            return hit.tools, hit.schemas
+        tools = build(definition, parent_tools)
+        schemas = [tool.schema() for tool in tools]
+        if len(self._toolsets) < TOOLSETS_KEPT:
+            self._toolsets[key] = _ToolsetEntry(definition, parent_tools, tools, schemas)
+        return tools, schemas
+
     def transcript_for(self, agent_id: str) -> Path | None:
         if not self.transcripts:
             return None
@@ -168,6 +195,14 @@ class AgentRuntime:
 
 
 @dataclass(frozen=True, slots=True)
+class _ToolsetEntry:
+    definition: AgentDefinition
+    parent_tools: list[Tool[Any]]
+    tools: list[Tool[Any]]
+    schemas: list[ToolSchema]
+
+
+@dataclass(slots=True, frozen=True)
 class _PromptEntry:
     definition: AgentDefinition
     model: Model

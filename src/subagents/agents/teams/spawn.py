@@ -98,6 +98,7 @@ def teammate_job(
     if agent_tool is not None:
         tools = [agent_tool if t.name == agent_tool.name else t for t in tools]
     spec.tools = tools
+    spec.tool_schemas = None  # assembly builds the schemas of this list
     job = assemble(runtime, ctx, host, spec)
     job.inbox = inbox
     return job
