@@ -9,8 +9,9 @@
   a fresh interpreter: bare asyncio doing the same awaits (N tasks each holding a small dict,
   K sleeps of L), CPU per sleep and RSS per idle task. ``--runs R``: the mean over R runs
   (RSS from the first: later runs reuse memory the earlier ones freed); ``--count-calls``:
-  Python function calls per model call (cProfile's count; load moves it only through the
-  activity writes and the grouping of notifications, a few per cent).
+  Python function calls per model call (cProfile's count, per run and their mean over
+  ``--runs``; load moves it only through what wall time decides — progress lines, activity
+  writes, the grouping of notifications — a few per cent).
 * ``forks`` — a parent runs P turns (default 50) of tool calls, then forks F children (default 20)
   in one response. Reported: the fraction of the forks' input tokens that the scripted model's
   prefix cache served (cache reads / all input tokens of fork requests), which is what a
@@ -231,26 +232,32 @@ def swarm_runs(n: int, k: int, latency_ms: int, runs: int) -> dict[str, Any]:
     }
 
 
-def count_swarm_calls(n: int, k: int, latency_ms: int) -> dict[str, Any]:
-    """Python function calls per model call (cProfile's count over one run after a warm-up):
-    a figure load cannot move. The count includes one activity write per child whenever a run
-    lasts over a second, which a profiled run always does."""
+def count_swarm_calls(n: int, k: int, latency_ms: int, runs: int = 1) -> dict[str, Any]:
+    """Python function calls per model call (cProfile's count over each of ``runs`` runs after a
+    warm-up): a figure load cannot move, except through what wall time decides — a progress line
+    per child at each supervisor sweep (every 5 s), an activity write per child past 10 s, how
+    notifications group into the coordinator's turns; hence the per-run counts and their mean."""
     import cProfile
     import pstats
 
     with tempfile.TemporaryDirectory(prefix="warm-", dir=bench_dir()) as tmp:
         asyncio.run(run_swarm(min(n, 50), k, latency_ms, Path(tmp)))
     gc.freeze()
-    profile = cProfile.Profile()
-    with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
-        profile.enable()
-        figures = asyncio.run(run_swarm(n, k, latency_ms, Path(tmp)))
-        profile.disable()
-    calls = pstats.Stats(profile).total_calls
+    counts: list[float] = []
+    calls = 0
+    for _ in range(runs):
+        profile = cProfile.Profile()
+        with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
+            profile.enable()
+            figures = asyncio.run(run_swarm(n, k, latency_ms, Path(tmp)))
+            profile.disable()
+        calls = figures["model_calls"]
+        counts.append(round(pstats.Stats(profile).total_calls / calls, 1))
     return {
         "workload": "swarm",
-        "model_calls": figures["model_calls"],
-        "python_calls_per_model_call": round(calls / figures["model_calls"], 1),
+        "model_calls": calls,
+        "python_calls_per_model_call": round(sum(counts) / len(counts), 1),
+        "run_python_calls_per_model_call": counts,
     }
 
 
@@ -320,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.workload == "floor":
         figures = asyncio.run(bare_swarm(args.n, args.k, args.latency))
     elif args.workload == "swarm" and args.count_calls:
-        figures = count_swarm_calls(args.n, args.k, args.latency)
+        figures = count_swarm_calls(args.n, args.k, args.latency, args.runs)
     elif args.workload == "swarm":
         figures = swarm_runs(args.n, args.k, args.latency, args.runs)
     else:
