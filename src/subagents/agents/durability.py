@@ -146,7 +146,12 @@ def run_stats(run: AgentRun) -> RunStats:
         num_turns=run.stats.num_turns,
         total_tool_use_count=run.stats.tool_use_count,
         total_tokens=usage.total,
-        usage=TokenUsage(**usage.to_dict()),  # the same four counters, frozen
+        usage=TokenUsage(  # the same four counters, frozen
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens,
+        ),
         total_duration_ms=run.duration_ms,
         cost_usd=run.stats.cost_usd,
     )
