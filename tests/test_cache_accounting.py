@@ -195,3 +195,17 @@ async def test_an_answer_is_counted_as_it_was_built_and_as_sent_again() -> None:
         assert cached[2] == scripted._message_chars(done.message)
         assert cached[1] == scripted._message_fingerprint(done.message)
         history += [done.message, user_message("next")]
+
+
+def test_a_message_fingerprint_is_its_content() -> None:
+    def tool_use(value: Any) -> Message:
+        block: Any = {"type": "tool_use", "id": "t1", "name": "Note", "input": {"n": value}}
+        return {"role": "assistant", "content": [block]}
+
+    fingerprint = scripted._message_fingerprint
+    assert fingerprint(tool_use([1, {"a": "b"}])) == fingerprint(tool_use([1, {"a": "b"}]))
+    assert len({fingerprint(tool_use(v)) for v in (1, 1.0, True, "1", None, [1])}) == 6
+    assert fingerprint(user_message("a")) != fingerprint(user_message("b"))
+    # What orjson refuses (an integer beyond 64 bits) is still fingerprinted, by its content.
+    assert fingerprint(tool_use(1 << 70)) == fingerprint(tool_use(1 << 70))
+    assert fingerprint(tool_use(1 << 70)) != fingerprint(tool_use(1 << 71))

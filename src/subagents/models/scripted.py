@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias
 
+import orjson
+
 from subagents.messages import ContentBlock, Message, Usage, assistant_text
 from subagents.models.base import (
     ErrorKind,
@@ -210,13 +212,15 @@ def _message_chars(message: Message) -> int:
 
 
 def _message_fingerprint(message: Message) -> int:
-    """A hash of a message's content (messages are plain JSON-like data): ``_content_hash``,
-    inlined, as this runs for every new message."""
-    value: Any = message  # plain data to ``marshal``
+    """A hash of a message's content. Messages are JSON data, and what a provider's cache sees
+    is their JSON: ``orjson``'s bytes (equal content, equal bytes, keys in order; ``1``, ``1.0``
+    and ``true`` apart) at about a third of ``marshal``'s cost — this runs for every new
+    message. What orjson refuses (integers beyond 64 bits, non-string keys) is hashed by
+    ``_content_hash``."""
     try:
-        return hash(marshal.dumps(value, 2))
-    except ValueError:
-        return hash(repr(value))
+        return hash(orjson.dumps(message))
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return _content_hash(message)
 
 
 def _tools_fingerprint(tools: list[ToolSchema]) -> int:
