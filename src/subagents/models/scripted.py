@@ -66,6 +66,7 @@ from subagents.models.base import (
     TextDelta,
     ToolSchema,
 )
+from subagents.models.script_binding import EntryIndex
 from subagents.models.script_schema import (
     ErrorSpec,
     ScriptAgent,
@@ -397,6 +398,7 @@ class ScriptedModel:
         self.record_path = record
         self.requests: list[dict[str, Any]] = []
         self._entries = entries
+        self._index = EntryIndex(entries)
         self._function = function
         self._keep = keep_requests
         self._recording = keep_requests or record is not None
@@ -512,16 +514,9 @@ class ScriptedModel:
     # binding and turn selection
 
     def _bind(self, meta: RequestMetadata, key: str) -> _AgentState:
-        for entry in self._entries:
-            if entry.agent_type is not None and entry.agent_type != meta.agent_type:
-                continue
-            groups: tuple[str | None, ...] = ()
-            if entry.match is not None:
-                found = entry.match.search(meta.prompt)
-                if found is None:
-                    continue
-                groups = (found.group(0), *found.groups())
-            return self._new_state(meta, key, entry, groups)
+        found = self._index.find(meta.agent_type, meta.prompt)
+        if found is not None:
+            return self._new_state(meta, key, *found)
         if self._function is not None:
             return self._new_state(meta, key, None, ())
         state = _AgentState(
