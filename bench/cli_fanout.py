@@ -87,7 +87,10 @@ def fanout_script(n: int, k: int, files: list[str], tool: str) -> dict[str, Any]
 
 WRAPPER = (
     "import atexit, cProfile, os, pstats, resource, sys\n"
-    "from subagents.cli.entry import exit_with, prepare_exit\n"
+    "try:\n"
+    "    from subagents.cli.entry import exit_with, prepare_exit\n"
+    "except ImportError:  # a tree before cli/entry.py (A/B through PYTHONPATH)\n"
+    "    exit_with, prepare_exit = sys.exit, lambda: None\n"
     "prepare_exit()\n"
     "NOTE, COUNT = sys.argv.pop(1), os.environ.pop('CLI_FANOUT_COUNT', '')\n"
     "from subagents.models.scripted import ScriptedModel\n"
