@@ -171,6 +171,94 @@ async def test_custom_headers_and_auth_token_are_sent_like_the_sdk(
     assert sent_lean.headers["authorization"] == "Bearer token-9"
 
 
+def _framings(body: bytes) -> dict[str, bytes]:
+    """The same stream in the other framings SSE allows: CRLF or CR line ends, comments and
+    unknown fields, a record's JSON split over two ``data:`` lines, no space
+    after a colon, and the last record left without its blank line."""
+    records = body.split(b"\n\n")[:-1]
+    spread = []
+    for record in records:
+        head, _, data = record.rpartition(b"data: ")
+        cut = data.find(b",")
+        spread.append(
+            head + b"data: " + data[:cut] + b"\ndata:" + data[cut:] if cut > 0 else record
+        )
+    noisy = b"".join(b": keep-alive\n\n" + r + b"\nx-unknown: 1\n\n" for r in spread)
+    return {
+        "crlf": body.replace(b"\n", b"\r\n"),
+        "cr": body.replace(b"\n", b"\r"),
+        "comments-multiline": noisy,
+        "unterminated": body.rstrip(b"\n"),
+    }
+
+
+FRAMED = [
+    pytest.param(name, framing, piece, id=f"{name}-{framing}-{'whole' if piece > 7 else piece}")
+    for name in ("anthropic_tool_use.sse", "openai_tool_call.sse", "openai_text.sse")
+    for framing in ("crlf", "cr", "comments-multiline", "unterminated")
+    for piece in (1 << 20, 7)
+    # An unterminated last record: the SDK drops it (as WHATWG says), the lean decoder
+    # dispatches it; for OpenAI it is ``[DONE]`` either way, for Anthropic ``message_stop``.
+    if not (framing == "unterminated" and name.startswith("anthropic"))
+]
+
+
+@pytest.mark.parametrize("framing", ["plain", "crlf", "cr", "comments-multiline"])
+@pytest.mark.parametrize("name", ["anthropic_thinking_tools.sse", "openai_tool_call.sse"])
+def test_the_sse_decoder_reads_what_the_sdks_decoder_reads_split_anywhere(
+    name: str, framing: str
+) -> None:
+    """Every record the SDK's decoder yields, and nothing else, whatever the network reads:
+    the body split at every offset into two reads, and in reads of 1 to 9 bytes."""
+    from anthropic._streaming import SSEDecoder as SDKDecoder
+
+    from subagents.models._sse import SSEDecoder
+
+    body = (RECORDED / name).read_bytes()
+    body = body if framing == "plain" else _framings(body)[framing]
+    expected = [(e.event, e.data.encode()) for e in SDKDecoder().iter_bytes(iter([body]))]
+    assert len(expected) > 15
+
+    def decode(pieces: list[bytes]) -> list[tuple[str | None, bytes]]:
+        decoder = SSEDecoder()
+        return [event for piece in pieces for event in decoder.feed(piece)] + decoder.flush()
+
+    for cut in range(len(body) + 1):
+        assert decode([body[:cut], body[cut:]]) == expected, cut
+    for size in range(1, 10):
+        assert decode([body[i : i + size] for i in range(0, len(body), size)]) == expected, size
+
+
+@pytest.mark.parametrize(("name", "framing", "piece"), FRAMED)
+async def test_streams_in_every_framing_and_split_anywhere_agree(
+    wire_server: WireServer, name: str, framing: str, piece: int
+) -> None:
+    """The lean transport against the SDK on the same bytes, the body in one HTTP chunk or in
+    7-byte chunks (chunk boundaries inside CRLFs, ``data:`` prefixes and UTF-8 characters),
+    and both against the plain recording: the framing never changes what a caller sees."""
+    url = wire_server.url
+    plain = recorded(name)
+    if name.startswith("anthropic"):
+
+        def build(transport: Transport) -> AnthropicModel | OpenAIModel:
+            return AnthropicModel("claude-x", api_key="k", base_url=url, transport=transport)
+    else:
+
+        def build(transport: Transport) -> AnthropicModel | OpenAIModel:
+            return OpenAIModel("gpt-x", api_key="k", base_url=url + "/v1", transport=transport)
+
+    assert plain.sse is not None
+    framed = Reply(sse=_framings(plain.sse)[framing], piece=piece)
+    sdk, lean = await both(wire_server, framed, build, request())
+    wire_server.queue(plain)
+    reference = await observe(build("lean"), request())
+
+    assert sdk[0] == "done"
+    assert lean == sdk
+    assert lean[2:] == reference[2:]  # message, usage, stop reason, model
+    assert "".join(lean[1]) == "".join(reference[1])  # the same text, however it was cut
+
+
 OPENAI_ERRORS = [
     Reply(status=429, headers={"retry-after-ms": "250"}, body={"error": {"message": "rate"}}),
     Reply(status=503, text=b"<html>unavailable</html>"),

@@ -438,3 +438,14 @@ async def test_a_growing_history_is_sent_as_it_is_now_even_when_changed_in_place
     sent = await send(compacted)
     assert [m.get("content") for m in sent[1:2]] == ["summary of the work so far"]
     assert (await send(other, agent_id="a2"))[1]["content"] == "another agent"
+
+    compacted[-1]["content"][0]["content"] = "the last message, edited"  # type: ignore[index]
+    assert (await send(compacted))[-1]["content"] == "the last message, edited"
+    del compacted[1:]  # shortened
+    assert len(await send(compacted)) == 2
+    compacted[0] = user_message("summary of the work so far")  # equal, but another object
+    compacted += _tool_turn("c4", "d")
+    compacted[1]["content"][0]["input"] = {"path": ("a", "tuple")}  # type: ignore[index]
+    await send(compacted)  # JSON-encodes differently from its copy: converted every time
+    compacted[1]["content"][0]["input"]["path"] = ("b",)  # type: ignore[index]
+    assert '"b"' in (await send(compacted))[2]["tool_calls"][0]["function"]["arguments"]

@@ -34,6 +34,9 @@ class Reply:
     """After the events, send nothing more and wait for the client to hang up."""
     sse: bytes | None = None
     """A recorded stream body, sent as it is (one chunk per SSE record) instead of ``events``."""
+    piece: int | None = None
+    """With ``sse``: send the body in HTTP chunks of this many bytes, each written and drained
+    on its own, so records, lines and CRLFs are split across network reads."""
     text: bytes | None = None
     """A raw body (not JSON), for error responses that are not JSON."""
 
@@ -147,9 +150,16 @@ class WireServer:
         assert reply.sse is not None
         head = {"content-type": "text/event-stream; charset=utf-8", **reply.headers}
         writer.write(_head(reply.status, head) + b"transfer-encoding: chunked\r\n\r\n")
-        for record in reply.sse.split(b"\n\n")[:-1]:
-            writer.write(_chunk(record + b"\n\n"))
+        if reply.piece is not None:
+            size = reply.piece
+            pieces = [reply.sse[i : i + size] for i in range(0, len(reply.sse), size)]
+        else:
+            pieces = [record + b"\n\n" for record in reply.sse.split(b"\n\n")[:-1]]
+        for piece in pieces:
+            writer.write(_chunk(piece))
             await writer.drain()
+            if reply.piece is not None:
+                await asyncio.sleep(0)  # let the client read each piece apart
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True

@@ -376,7 +376,12 @@ def _dechunk(buffer: bytearray) -> tuple[bytes, bool]:
     pos = 0
     final = False
     while (end := buffer.find(b"\r\n", pos)) >= 0:
-        size = _chunk_size(buffer, pos, end)
+        try:  # the plain size line inline (a chunk per SSE record); anything else below
+            size = int(buffer[pos:end], 16)
+        except ValueError:
+            size = -1
+        if size < 0:
+            size = _chunk_size(buffer, pos, end)
         if size == 0:
             tail = buffer.find(b"\r\n\r\n", end)  # after trailers, if any
             if tail >= 0:

@@ -23,9 +23,9 @@ class SSEDecoder:
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         buffer = self._pending + data if self._pending else data
-        if b"\r" in buffer:
+        if buffer.find(b"\r") >= 0:
             # A CR at the very end may be the first half of a CRLF split across reads.
-            held = buffer.endswith(b"\r")
+            held = buffer[-1:] == b"\r"
             if held:
                 buffer = buffer[:-1]
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
@@ -33,7 +33,13 @@ class SSEDecoder:
                 buffer += b"\r"
         records = buffer.split(b"\n\n")
         self._pending = records.pop()
-        return [event for record in records if (event := _parse(record)) is not None]
+        events: list[SSEEvent] = []
+        for record in records:
+            if record[:6] == b"data: " and record.find(b"\n") < 0:  # OpenAI's shape, inline
+                events.append((None, record[6:]))
+            elif (event := _parse(record)) is not None:
+                events.append(event)
+        return events
 
     def flush(self) -> list[SSEEvent]:
         """Whatever record the stream ended inside (a body need not end with a blank line)."""
@@ -42,16 +48,21 @@ class SSEDecoder:
         return [] if event is None else [event]
 
 
+# Python 3.11's ``bytes.startswith`` parses its arguments through a format string and
+# ``x in bytes`` raises and clears a TypeError inside: each costs several times a slice
+# comparison, and this runs for every record of every stream, so slices and ``find`` it is.
+
+
 def _parse(record: bytes) -> SSEEvent | None:
     # The shapes both APIs send, one ``event:`` line then one ``data:`` line (Anthropic) or a
     # lone ``data:`` line (OpenAI), are sliced directly; anything else takes the general path.
-    if record.startswith(b"event: "):
+    if record[:7] == b"event: ":
         newline = record.find(b"\n")
-        if record.startswith(b"data: ", newline + 1) and record.find(b"\n", newline + 1) < 0:
+        if record[newline + 1 : newline + 7] == b"data: " and record.find(b"\n", newline + 1) < 0:
             raw_name = record[7:newline]
             name = _NAMES.get(raw_name) or raw_name.decode("utf-8", "replace")
             return name, record[newline + 7 :]
-    elif record.startswith(b"data: ") and b"\n" not in record:
+    elif record[:6] == b"data: " and record.find(b"\n") < 0:
         return None, record[6:]
     return _parse_fields(record)
 

@@ -207,35 +207,50 @@ class ChunkAssembler:
     def feed_sse(self, name: str | None, data: bytes) -> str | None:
         """One SSE record. Like the SDK: ``[DONE]`` ends the stream, and a chunk carrying an
         ``error`` fails the call with it."""
-        if data.startswith(b"[DONE]"):
+        if data[:6] == b"[DONE]":
             return None
         chunk = parse_json(data)
-        if isinstance(chunk, dict) and chunk.get("error"):
+        if type(chunk) is dict and chunk.get("error"):
             raise _chunk_error(chunk["error"])
         return self.feed(chunk)
 
     def feed(self, chunk: dict[str, Any]) -> str | None:
-        """Apply one chunk; returns text to show live, if it carried some."""
-        if chunk.get("usage"):
-            self.usage = map_usage(chunk["usage"])
-        shown: list[str] = []
-        for choice in chunk.get("choices") or ():
+        """Apply one chunk; returns text to show live, if it carried some.
+
+        Runs once per streamed chunk, so it reads each field once and builds nothing for the
+        usual chunk (one choice, a delta with one piece of text or of tool arguments)."""
+        usage = chunk.get("usage")
+        if usage:
+            self.usage = map_usage(usage)
+        choices = chunk.get("choices")
+        if not choices:
+            return None
+        shown: str | None = None
+        for choice in choices:
             if choice.get("index", 0) != 0:
                 continue
-            delta = choice.get("delta") or {}
-            content = delta.get("content")
-            if content:
-                self.text.append(content)
-                shown.append(content)
-            for call in delta.get("tool_calls") or ():
-                self._apply_tool_delta(call)
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
-        return "".join(shown) or None
+            delta = choice.get("delta")
+            if delta:
+                content = delta.get("content")
+                if content:
+                    self.text.append(content)
+                    shown = content if shown is None else shown + content
+                calls = delta.get("tool_calls")
+                if calls:
+                    for call in calls:
+                        self._apply_tool_delta(call)
+            finish = choice.get("finish_reason")
+            if finish:
+                self.finish_reason = finish
+        return shown
 
     def _apply_tool_delta(self, call: dict[str, Any]) -> None:
         index = call.get("index")
-        slot = self.calls.setdefault(index if index is not None else 0, _ToolCallSlot())
+        if index is None:
+            index = 0
+        slot = self.calls.get(index)
+        if slot is None:
+            slot = self.calls[index] = _ToolCallSlot()
         if call.get("id") and not slot.id:
             slot.id = call["id"]
         function = call.get("function")

@@ -5,18 +5,23 @@ Why: an agent's history only grows, yet converting all of it was ~15 % of an Ope
 model call on the bench (tool arguments re-encoded each time). Why it is safe: the history is the
 agent's live list, which providers must not change but others may (compaction replaces it;
 a message could be edited in place). So a converted message is reused only when the same object
-sits at the same index *and* still equals a structural copy taken when it was converted (dicts
-and lists copied, strings shared, so the comparison of an unchanged message is mostly identity
-checks in C); anything else is converted again and the rest of that agent's cache dropped.
+sits at the same index *and* still equals a deep copy taken when it was converted (``snapshot``:
+an ``orjson`` round trip); anything else is converted again and the rest of that agent's cache
+dropped. When nothing changed — every call but the first after an edit — the check is two
+C-level passes over the history (identity, then equality), and the converted messages are kept
+flat, so a call converts only the messages appended since the last one.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from subagents.messages import ContentBlock, Message, blocks_of, tool_result_text
 
@@ -91,11 +96,49 @@ def structural_copy(value: Any) -> Any:
 _CONTAINERS = (dict, list)
 
 
+def snapshot(message: Message) -> Any:
+    """A deep copy of ``message`` that stays equal to it until it is changed in place. A JSON
+    round trip through ``orjson`` does it in C (a message is JSON); what orjson cannot encode
+    gets the structural copy, and what it encodes differently (a tuple becomes a list) only
+    makes the comparison fail, so that message is converted again: never a stale reuse."""
+    try:
+        return orjson.loads(orjson.dumps(message))
+    except TypeError:  # orjson.JSONEncodeError is one
+        return structural_copy(message)
+
+
 @dataclass(slots=True)
-class _Converted:
-    message: Message
-    snapshot: Message
-    converted: list[dict[str, Any]]
+class _Agent:
+    """One agent's converted history: ``messages[i]`` converted to ``converted[ends[i-1]:
+    ends[i]]``, valid while that object is still at ``i`` and equals ``snapshots[i]``."""
+
+    messages: list[Message] = field(default_factory=list)
+    snapshots: list[Any] = field(default_factory=list)
+    converted: list[dict[str, Any]] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+
+    def valid_prefix(self, messages: list[Message]) -> int:
+        """How many of ``messages`` the cache still holds (all of its own, in one C-level
+        comparison when nothing changed; else the first that differs)."""
+        known = len(self.messages)
+        if known <= len(messages):
+            head = messages[:known]
+            if all(map(operator.is_, self.messages, head)) and self.snapshots == head:
+                return known
+        for index, (mine, message) in enumerate(zip(self.messages, messages, strict=False)):
+            if mine is not message or message != self.snapshots[index]:
+                return index
+        return min(known, len(messages))
+
+    def truncate(self, keep: int) -> None:
+        del self.messages[keep:], self.snapshots[keep:], self.ends[keep:]
+        del self.converted[self.ends[-1] if self.ends else 0 :]
+
+    def append(self, message: Message) -> None:
+        self.converted += convert_message(message)
+        self.messages.append(message)
+        self.snapshots.append(snapshot(message))
+        self.ends.append(len(self.converted))
 
 
 class HistoryConversions:
@@ -103,33 +146,29 @@ class HistoryConversions:
 
     def __init__(self, max_agents: int = MAX_AGENTS) -> None:
         self.max_agents = max_agents
-        self._agents: OrderedDict[str, list[_Converted]] = OrderedDict()
+        self._agents: OrderedDict[str, _Agent] = OrderedDict()
 
     def convert(
         self, agent_id: str, system: str, messages: Sequence[Message]
     ) -> list[dict[str, Any]]:
         """``to_openai_messages(system, messages)``, reusing what is still valid."""
-        entries = self._entries(agent_id)
+        history = messages if type(messages) is list else list(messages)
+        agent = self._agent(agent_id)
+        keep = agent.valid_prefix(history)
+        if keep < len(agent.messages):
+            agent.truncate(keep)  # changed or replaced: everything after it is suspect too
+        for message in history[keep:]:
+            agent.append(message)
         out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-        for index, message in enumerate(messages):
-            if index < len(entries):
-                entry = entries[index]
-                if entry.message is message and message == entry.snapshot:
-                    out.extend(entry.converted)
-                    continue
-                del entries[index:]  # changed or replaced: everything after it is suspect too
-            converted = convert_message(message)
-            entries.append(_Converted(message, structural_copy(message), converted))
-            out.extend(converted)
-        del entries[len(messages) :]
+        out += agent.converted
         return out
 
-    def _entries(self, agent_id: str) -> list[_Converted]:
-        entries = self._agents.get(agent_id)
-        if entries is not None:
+    def _agent(self, agent_id: str) -> _Agent:
+        agent = self._agents.get(agent_id)
+        if agent is not None:
             self._agents.move_to_end(agent_id)
-            return entries
-        entries = self._agents[agent_id] = []
+            return agent
+        agent = self._agents[agent_id] = _Agent()
         if len(self._agents) > self.max_agents:
             self._agents.popitem(last=False)
-        return entries
+        return agent
