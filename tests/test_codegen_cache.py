@@ -34,7 +34,7 @@ def _run(tmp_path: Path, **env: str) -> None:
 def _tampered(cache: Path, marker: Path) -> None:
     """Rewrite one entry so that, if it is ever run, it leaves ``marker`` behind."""
     tag, entries = marshal.loads(cache.read_bytes())
-    text = next(iter(entries))
+    text = next(key for key in entries if type(key) is str)
     entries[text] = compile(f"open({str(marker)!r}, 'w').close()\n{text}", "<string>", "exec")
     cache.write_bytes(marshal.dumps((tag, entries)))
 
@@ -45,7 +45,7 @@ def test_a_run_writes_the_cache_and_the_next_run_uses_it(tmp_path: Path) -> None
     assert cache.stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "home" / "cache").stat().st_mode & 0o777 == 0o700
     _, entries = marshal.loads(cache.read_bytes())
-    assert any(text.startswith("def __create_fn__(") for text in entries)  # dataclass methods
+    assert any(str(text).startswith("def __create_fn__(") for text in entries)  # dataclasses
     written = cache.stat().st_mtime_ns
     marker = tmp_path / "ran-from-cache"
     _tampered(cache, marker)
@@ -55,6 +55,26 @@ def test_a_run_writes_the_cache_and_the_next_run_uses_it(tmp_path: Path) -> None
 
     assert marker.exists()  # the entry came from the cache, not from compiling its text
     assert cache.stat().st_mtime_ns == written  # nothing new was compiled: nothing rewritten
+
+
+def test_annotations_and_namedtuples_are_served_from_the_cache_too(tmp_path: Path) -> None:
+    """``typing.ForwardRef`` compiles each string annotation pydantic resolves, and
+    ``namedtuple`` evals a lambda: both are cached as ``("eval", text)`` entries, and the next
+    run evaluates the cached code."""
+    _run(tmp_path)
+    cache = tmp_path / "home" / CACHE
+    tag, entries = marshal.loads(cache.read_bytes())
+    evals = [key for key in entries if type(key) is tuple]
+    assert all(key[0] == "eval" for key in evals)
+    assert any(key[1].startswith("lambda _cls, ") for key in evals)  # a namedtuple's __new__
+    annotation = next(key for key in evals if key[1] == "str")  # a field annotated ``str``
+    marker = tmp_path / "annotation-from-cache"
+    entries[annotation] = compile(f"(open({str(marker)!r}, 'w').close(), str)[1]", "", "eval")
+    cache.write_bytes(marshal.dumps((tag, entries)))
+
+    _run(tmp_path)
+
+    assert marker.exists()
 
 
 def test_a_cache_others_can_write_is_never_run_and_is_replaced(tmp_path: Path) -> None:

@@ -47,8 +47,20 @@ NEVER = {
     "rich",
     "subagents.tui",
     "subagents.tui.app",
+    "importlib.metadata",
+    "email",
+    "zipfile",
+    "csv",
+    "tempfile",
+    "html",
+    "html.entities",
+    "ctypes",
 }
-"""Not loaded by a one-turn ``-p`` run on the Anthropic or the scripted path."""
+"""Not loaded by a one-turn ``-p`` run on the Anthropic or the scripted path: neither the SDKs,
+nor the optional parts, nor what only a later step needs — ``importlib.metadata`` and what it
+brings (pydantic's plugin discovery, answered by ``cli/pydantic_plugins.py`` when no plugin is
+installed), ``tempfile`` (``--settings`` JSON), ``html`` (SendMessage), ``ctypes`` (the first
+``syncfs``)."""
 NEVER_PREFIXES = (
     "opentelemetry",
     "subagents.telemetry",
@@ -113,3 +125,40 @@ async def test_a_scripted_run_loads_no_http_provider(tmp_path: Path) -> None:
     assert never_loaded(loaded) == set()
     http_providers = {"subagents.models.anthropic", "subagents.models.openai"}
     assert loaded & {*http_providers, "subagents.models._http"} == set()
+
+
+PLUGIN = """\
+import os
+
+
+class Plugin:
+    def new_schema_validator(self, schema, schema_type, path, kind, config, settings):
+        open(os.environ["PROBE_MARKER"], "a").close()
+        return None, None, None
+
+
+plugin = Plugin()
+"""
+
+
+async def test_an_installed_pydantic_plugin_is_still_loaded(tmp_path: Path) -> None:
+    """The cheap "no plugin" answer is given only when none is installed: a distribution on
+    the path declaring a ``pydantic`` entry point gets pydantic's own loader, which loads it."""
+    site = tmp_path / "site"
+    info = site / "probe_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[console_scripts]\nx = y:z\n\n[pydantic]\nprobe = probe_plugin:plugin\n"
+    )
+    (site / "probe_plugin.py").write_text(PLUGIN)
+    script = tmp_path / "one.json"
+    script.write_text(json.dumps({"agents": [{"turns": [{"text": "the answer"}]}]}))
+    marker = tmp_path / "plugin-saw-a-model"
+    path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])
+    env = {"PYTHONPATH": path, "PROBE_MARKER": str(marker)}
+
+    loaded = await run_cli(tmp_path, "-p", "hi", "--model", f"scripted:{script}", env=env)
+
+    assert marker.exists()  # pydantic called the plugin for the runtime's models
+    assert "importlib.metadata" in loaded

@@ -16,7 +16,6 @@ the sender's text escaped, so a message cannot pose as a notification or a direc
 
 from __future__ import annotations
 
-import html
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -88,6 +87,8 @@ def wrap(args: AgentMessage, ctx: ToolContext) -> str:
     """The message as the recipient sees it: sender, preview, and defused text."""
     text, _ = escape_runtime_tags(args.message)
     summary, _ = escape_runtime_tags(args.summary or "")
+    import html  # its entity table is the largest dict a -p start-up would build
+
     sender = html.escape(ctx.agent.agent_id, quote=True)
     preview = f' summary="{html.escape(summary, quote=True)}"' if summary else ""
     return f'<teammate-message from="{sender}"{preview}>\n{text}\n</teammate-message>'

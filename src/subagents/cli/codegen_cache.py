@@ -1,5 +1,5 @@
-"""A bytecode cache for the code ``dataclasses`` generates, so a ``subagents`` process does not
-compile the same few hundred methods from source on every start.
+"""A bytecode cache for the code ``dataclasses`` (and ``typing``, ``namedtuple``) generate, so a
+``subagents`` process does not compile the same source texts on every start.
 
 Why: Python 3.11's ``dataclasses`` writes each generated method (``__init__``, ``__repr__``,
 ``__eq__``, frozen ``__setattr__``…) as source text and ``exec``s it. A ``-p`` run creates ~200
@@ -8,10 +8,16 @@ CPU (measured with callgrind: 37 % of the instructions before the first model re
 text is a pure function of the class definition, so its compiled code can be cached like a
 module's ``.pyc``.
 
+The same holds for two more places that compile text at run time: ``typing.ForwardRef``
+compiles every string annotation it wraps (pydantic resolves ~850 of them while building the
+runtime's models: ~5 % of a ``-p`` run's instructions), and ``collections.namedtuple`` ``eval``s
+a ``lambda`` per class.
+
 How: ``install()`` (called by ``cli/main.py`` before the runtime is imported) puts an ``exec``
-into the ``dataclasses`` module's namespace (the name ``exec`` in that module resolves there
-before the builtin). It looks each source text up in the cache and compiles only a miss, exactly
-as ``exec`` would (``<string>``, no inherited ``__future__`` flags); everything else goes to the
+into the ``dataclasses`` module's namespace, an ``eval`` into ``collections``' and a ``compile``
+into ``typing``'s (a name in a module resolves there before the builtin). Each looks the source
+text up in the cache and compiles only a miss, exactly as the builtin would there (``<string>``,
+no inherited ``__future__`` flags: those three modules have none); any other call goes to the
 builtin. ``save()`` writes the cache back when this process compiled something new.
 
 Trust: a cache entry is code this process runs, so the file is read only if it is a regular file
@@ -24,6 +30,7 @@ not written under ``PYTHONDONTWRITEBYTECODE``; ``SUBAGENTS_CODEGEN_CACHE=0`` tur
 from __future__ import annotations
 
 import builtins
+import collections
 import dataclasses
 import importlib.util
 import marshal
@@ -31,6 +38,7 @@ import os
 import stat
 import sys
 import types
+import typing
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,22 +53,56 @@ MAX_ENTRIES: Final = 8192
 _TAG: Final = (b"subagents-codegen-1", importlib.util.MAGIC_NUMBER)
 
 
+Key = str | tuple[str, str]
+"""An ``exec``'d text, or ``("eval", text)`` for an expression."""
+
+
 class _Cache:
-    def __init__(self, path: Path, entries: dict[str, types.CodeType]) -> None:
+    def __init__(self, path: Path, entries: dict[Key, types.CodeType]) -> None:
         self.path = path
         self.entries = entries
-        self.used: dict[str, types.CodeType] = {}
+        self.used: dict[Key, types.CodeType] = {}
         self.compiled = 0
 
+    def code(self, key: Key, source: str, mode: str) -> types.CodeType:
+        code = self.entries.get(key)
+        if code is None:
+            code = compile(source, "<string>", mode, dont_inherit=True)
+            self.compiled += 1
+        self.used[key] = code
+        return code
+
     def exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
+        """``exec`` as ``dataclasses`` calls it (no ``__future__`` flags there to inherit)."""
         if type(source) is str:
-            code = self.entries.get(source)
-            if code is None:
-                code = compile(source, "<string>", "exec", dont_inherit=True)
-                self.compiled += 1
-            self.used[source] = code
-            source = code
+            source = self.code(source, source, "exec")
         builtins.exec(source, globals, locals)
+
+    def eval(self, source: Any, globals: Any = None, locals: Any = None, /) -> Any:
+        """``eval`` as ``collections.namedtuple`` calls it: a string is stripped of leading
+        spaces and tabs, as the builtin does, and compiled with no inherited flags (none in
+        ``collections``)."""
+        if type(source) is str:
+            text = source.lstrip(" \t")
+            source = self.code(("eval", text), text, "eval")
+        return builtins.eval(source, globals, locals)
+
+    def compile(
+        self,
+        source: Any,
+        filename: Any,
+        mode: str,
+        flags: int = 0,
+        dont_inherit: bool = False,
+        optimize: int = -1,
+    ) -> Any:
+        """``compile`` as ``typing.ForwardRef`` calls it, once per string annotation pydantic
+        resolves (~850 in a ``-p`` run): ``(text, "<string>", "eval")``, inheriting nothing
+        (``typing`` has no ``__future__`` imports), so ``dont_inherit=True`` is the same."""
+        plain = not flags and optimize == -1
+        if type(source) is str and filename == "<string>" and mode == "eval" and plain:
+            return self.code(("eval", source), source, "eval")
+        return builtins.compile(source, filename, mode, flags, True, optimize)
 
 
 _installed: _Cache | None = None
@@ -77,7 +119,10 @@ def install() -> None:
         return
     path = cache_path()
     _installed = _Cache(path, _read(path))
-    dataclasses.exec = _installed.exec  # type: ignore[attr-defined]  # shadows the builtin there
+    # Each name shadows the builtin in that module's namespace only.
+    dataclasses.exec = _installed.exec  # type: ignore[attr-defined]
+    collections.eval = _installed.eval  # type: ignore[attr-defined]
+    typing.compile = _installed.compile  # type: ignore[attr-defined]
 
 
 def save() -> None:
@@ -95,7 +140,7 @@ def save() -> None:
     cache.entries, cache.compiled = merged, 0
 
 
-def _read(path: Path) -> dict[str, types.CodeType]:
+def _read(path: Path) -> dict[Key, types.CodeType]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -122,7 +167,7 @@ def _trusted(info: os.stat_result) -> bool:
     )
 
 
-def _entries(raw: bytes) -> dict[str, types.CodeType]:
+def _entries(raw: bytes) -> dict[Key, types.CodeType]:
     try:
         tag, entries = marshal.loads(raw)
     except (EOFError, ValueError, TypeError):
@@ -130,10 +175,14 @@ def _entries(raw: bytes) -> dict[str, types.CodeType]:
     if tag != _TAG or type(entries) is not dict:
         return {}
     return {
-        text: code
-        for text, code in entries.items()
-        if type(text) is str and type(code) is types.CodeType
+        key: code for key, code in entries.items() if _is_key(key) and type(code) is types.CodeType
     }
+
+
+def _is_key(key: object) -> bool:
+    if type(key) is tuple:
+        return len(key) == 2 and key[0] == "eval" and type(key[1]) is str
+    return type(key) is str
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -13,10 +13,11 @@ import gc
 import sys
 from collections.abc import Sequence
 
-from subagents.cli import codegen_cache
-from subagents.cli.flags import add_headless_arguments, bind_values
-from subagents.cli.mcp_cmd import add_mcp_arguments
-from subagents.gc_heap import freeze_import_heap
+from subagents.cli import codegen_cache, pydantic_plugins
+
+# Nothing of the runtime is imported here: ``main`` first installs the codegen cache and turns
+# the collector off, and every module imported after that (``flags`` alone brings settings,
+# hooks and the tool base) is built under both.
 
 SUBCOMMAND_MODULES = (
     "agents_cmd",
@@ -31,6 +32,9 @@ SUBCOMMAND_MODULES = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The headless parser: ``subagents [-p] [PROMPT] [flags]`` (see ``cli/flags.py``)."""
+    from subagents.cli.flags import add_headless_arguments
+    from subagents.cli.mcp_cmd import add_mcp_arguments
+
     parser = argparse.ArgumentParser(
         prog="subagents",
         description="Run a coordinating agent that delegates to sub-agents. Subcommands: "
@@ -69,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # schemas): a collection during it finds nothing, and they cost a tenth of its CPU.
     gc.disable()
     codegen_cache.install()  # before the runtime's ~200 dataclasses are created
+    pydantic_plugins.install()  # and before its first pydantic model
     try:
         return _main(argv)
     finally:
@@ -84,6 +89,8 @@ def _main(argv: Sequence[str] | None) -> int:
         command_args = build_command_parser().parse_args(items)
         code: int = command_args.handler(command_args)
         return code
+    from subagents.cli.flags import bind_values
+
     parser = build_parser()
     args = parser.parse_args(bind_values(items, parser))
     from subagents.cli.interactive import run_interactive, wants_interactive
@@ -101,6 +108,8 @@ def _main(argv: Sequence[str] | None) -> int:
     # Everything imported so far lives as long as the process: keep it out of every later
     # garbage collection, so a full collection during a long run scans only the run's objects
     # (the import-time heap alone took ~8 ms per full collection, measured).
+    from subagents.gc_heap import freeze_import_heap
+
     gc.enable()
     freeze_import_heap(collect=False)
     _raise_descriptor_limit()

@@ -27,7 +27,6 @@ its transport errors are recognised here too.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import importlib
 import json
 import time
@@ -92,6 +91,8 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
         return max(float(value), 0.0)
     except ValueError:
         pass
+    import email.utils  # an HTTP date is rare; the package costs ~2 % of a start-up
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

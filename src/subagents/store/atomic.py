@@ -15,7 +15,6 @@ target that is a symlink is refused (``UnsafePathError``) instead of replaced, a
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import functools
 import itertools
@@ -345,6 +344,8 @@ def _syncfs() -> Callable[[int], None] | None:
     """
     if not sys.platform.startswith("linux") or _kernel_version() < (5, 8):
         return None
+    import ctypes  # at the first sync, not at import (~1 % of a -p start-up)
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         raw = libc.syncfs

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import functools
 import os
-import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -67,6 +66,8 @@ def _find(setting: str) -> str | None:
     beside = Path(sys.executable).parent / "rg"
     if os.access(beside, os.X_OK):
         return str(beside)
+    import shutil  # here: a -p run that never greps does not load it (nor bz2, lzma)
+
     return shutil.which("rg")
 
 
