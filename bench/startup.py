@@ -7,8 +7,9 @@ Two paths, each a one-turn answer in a fresh project folder:
   reads the child's CPU (user + system, all threads, ``/proc/PID/task/*/schedstat``, ns): that
   is the figure — measured by the other end of the socket, so nothing in the child is changed.
 * ``scripted`` — ``--model scripted:FILE``. There is no socket, so the child is the ``subagents``
-  entry point run under a two-line wrapper that notes ``time.process_time()`` when the scripted
-  model is first asked (importing the scripted module first changes nothing in the total).
+  entry point run under a small wrapper that notes ``time.process_time()`` when the scripted
+  model is first asked (patched by an import hook when the CLI imports it, so the child imports
+  exactly what a real run does, in the same order).
 
 Beside them: the whole run's CPU (``wait4`` rusage, exit included) and wall time, and the floors
 — the interpreter alone (``python -c pass``) and the interpreter with what any asyncio HTTP
@@ -45,18 +46,33 @@ from replay_server import FanoutScenario, ReplayServer
 SCRIPT = {"agents": [{"turns": [{"text": "hello"}]}]}
 WRAPPER = (
     "import sys, time\n"
+    "from importlib.machinery import PathFinder\n"
     "NOTE = sys.argv.pop(1)\n"
-    "from subagents.models.scripted import ScriptedModel\n"
-    "_respond = ScriptedModel.respond\n"
-    "async def respond(self, request):\n"
-    "    if not getattr(ScriptedModel, '_noted', False):\n"
-    "        ScriptedModel._noted = True\n"
-    "        open(NOTE, 'w').write(repr(time.process_time()))\n"
-    "    return await _respond(self, request)\n"
-    "ScriptedModel.respond = respond\n"
+    "def patch(module):\n"
+    "    respond = module.ScriptedModel.respond\n"
+    "    async def noted(self, request):\n"
+    "        if not getattr(module.ScriptedModel, '_noted', False):\n"
+    "            module.ScriptedModel._noted = True\n"
+    "            open(NOTE, 'w').write(repr(time.process_time()))\n"
+    "        return await respond(self, request)\n"
+    "    module.ScriptedModel.respond = noted\n"
+    "class Hook:\n"
+    "    def find_spec(self, name, path, target=None):\n"
+    "        if name != 'subagents.models.scripted':\n"
+    "            return None\n"
+    "        sys.meta_path.remove(self)\n"
+    "        spec = PathFinder.find_spec(name, path)\n"
+    "        run = spec.loader.exec_module\n"
+    "        spec.loader.exec_module = lambda module: (run(module), patch(module))\n"
+    "        return spec\n"
+    "sys.meta_path.insert(0, Hook())\n"
     "from subagents.cli.main import main\n"
     "sys.exit(main())\n"
 )
+"""Runs ``subagents`` as its entry point does, noting the CPU when the scripted model is first
+asked. The patch is applied when the CLI itself imports the scripted model (an import hook):
+importing it first would import the runtime before ``main()`` sets the process up (the codegen
+cache, pydantic's plugin answer, the collector), which a real run never does."""
 
 
 @dataclass
