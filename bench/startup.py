@@ -66,8 +66,13 @@ WRAPPER = (
     "        spec.loader.exec_module = lambda module: (run(module), patch(module))\n"
     "        return spec\n"
     "sys.meta_path.insert(0, Hook())\n"
+    "try:\n"
+    "    from subagents.cli.entry import exit_with, prepare_exit\n"
+    "except ImportError:  # a tree from before cli/entry.py\n"
+    "    exit_with, prepare_exit = sys.exit, lambda: None\n"
+    "prepare_exit()\n"
     "from subagents.cli.main import main\n"
-    "sys.exit(main())\n"
+    "exit_with(main())\n"
 )
 """Runs ``subagents`` as its entry point does, noting the CPU when the scripted model is first
 asked. The patch is applied when the CLI itself imports the scripted model (an import hook):
