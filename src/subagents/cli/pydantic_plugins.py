@@ -93,6 +93,35 @@ def _stand_in() -> types.ModuleType:
     def get_plugins() -> tuple[()]:
         return ()
 
+    def __getattr__(name: str) -> object:
+        # pyproject allows any pydantic 2.x: one that imports another name from its loader
+        # gets the real module's (loaded aside, never run for plugins), not an ImportError.
+        # Dunders (``__path__``, ``__file__``…) are what the import system and inspection ask
+        # every module: they must not load it.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(real_loader(), name)
+
     module.get_plugins = get_plugins  # type: ignore[attr-defined]
     module.PYDANTIC_ENTRY_POINT_GROUP = GROUP  # type: ignore[attr-defined]
+    module.__getattr__ = __getattr__  # type: ignore[method-assign]
     return module
+
+
+def real_loader() -> types.ModuleType:
+    """Pydantic's own loader module, loaded from its file beside the stand-in (once)."""
+    loaded = _REAL.get(LOADER)
+    if loaded is None:
+        import importlib.util
+
+        import pydantic.plugin
+
+        spec = importlib.machinery.PathFinder.find_spec(LOADER, list(pydantic.plugin.__path__))
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{LOADER}: not found beside pydantic.plugin")
+        loaded = _REAL[LOADER] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)
+    return loaded
+
+
+_REAL: dict[str, types.ModuleType] = {}
