@@ -61,7 +61,7 @@ def group_recorder(path: Path) -> Callable[[int], None]:
 
 
 def transcript_group_recorder(transcript: Path) -> Callable[[int], None]:
-    """``group_recorder(pids_path(transcript))``, the pids path made at the first group: most
+    """``group_recorder(pids_path(transcript))``, the pids path made only when a group comes: most
     children start no process, and every child's tracker gets one of these."""
     return _GroupRecorder(transcript, pids=True)
 
@@ -76,9 +76,8 @@ class _GroupRecorder:
         self.path, self.pids = path, pids
 
     def __call__(self, pgid: int) -> None:
-        if self.pids:
-            self.path, self.pids = pids_path(self.path), False
-        record_group(self.path, pgid)
+        # ``pids_path`` per group, not kept: a group is a process start, which costs far more.
+        record_group(pids_path(self.path) if self.pids else self.path, pgid)
 
 
 def read_groups(path: Path) -> list[tuple[int, str | None]]:

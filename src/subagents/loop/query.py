@@ -164,11 +164,6 @@ class LoopStats:
     activities: list[str] = field(default_factory=list)
     call_outputs: list[CallResult] = field(default_factory=list)
 
-    def note_activity(self, text: str) -> None:
-        self.activities.append(text)
-        if len(self.activities) > _ACTIVITIES_KEPT:
-            del self.activities[0]
-
 
 @dataclass(kw_only=True)
 class LoopOutcome:
@@ -351,11 +346,7 @@ class _Loop:
         stats.api_ms += int((time.monotonic() - started) * 1000)
         usage = done.usage
         stats.num_turns += 1
-        total = stats.usage  # ``Usage.add``, inlined: this runs for every model call
-        total.input_tokens += usage.input_tokens
-        total.output_tokens += usage.output_tokens
-        total.cache_creation_input_tokens += usage.cache_creation_input_tokens
-        total.cache_read_input_tokens += usage.cache_read_input_tokens
+        stats.usage.add(usage)
         model = done.model or caller.model.name
         if model != self._priced_model or self._price is not FREE:
             self._charge(model, usage)
@@ -388,7 +379,7 @@ class _Loop:
             activities = stats.activities
             for call in calls:
                 activities.append(describe_call(call["name"], call["input"]))
-            if len(activities) > _ACTIVITIES_KEPT:  # ``LoopStats.note_activity``, inlined
+            if len(activities) > _ACTIVITIES_KEPT:
                 del activities[:-_ACTIVITIES_KEPT]
         if spec.on_turn is not None:
             spec.on_turn(stats)

@@ -554,13 +554,7 @@ class ScriptedModel:
                 f"scripted model: {state.describe()} made request {state.served + 1} but its "
                 f"script entry {entry.describe()} has only {len(turns)} turn(s)",
             )
-        turn = turns[state.served]
-        if turn.error is not None:
-            return self._consume(state, turn)
-        state.served += 1  # ``_consume`` of a turn without an error, inlined
-        state.failures = 0
-        state.pending = None
-        return turn
+        return self._consume(state, turns[state.served])
 
     @staticmethod
     def _consume(state: _AgentState, turn: _Turn) -> _Turn:

@@ -124,7 +124,7 @@ class PermissionChecker:
         if ctx.observer is not None:  # off: not even the call (this runs for every tool call)
             _observe(ctx, tool, decision, decided_by, rule)
         if decision.behavior == "allow":
-            tracker.consecutive = 0  # ``record_allow``, inlined: this runs for every call
+            tracker.record_allow()
             if updated is None:
                 return ALLOW
             return PermissionResult(behavior="allow", updated_input=updated)

@@ -56,7 +56,7 @@ def _open_private(path: Path) -> int:
         return os.open(name, _OPEN_FLAGS, 0o600)
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> None:
+def _write_all(fd: int, data: bytes) -> None:
     written = os.write(fd, data)
     if written < len(data):  # a short write (rare): the rest, without copying the bytes
         view = memoryview(data)[written:]
@@ -142,15 +142,8 @@ class TranscriptWriter:
         self._pending = []
         if self._fd < 0:  # closed to stay within the descriptor budget: open it again
             self._fd = _open_private(self.path)
-            _hold_open(self)
-        else:
-            try:  # ``_hold_open`` of an open writer (always held), inlined
-                _open_writers.move_to_end(self._key)
-            except KeyError:
-                _hold_open(self)
-        written = os.write(self._fd, data)
-        if written != len(data):  # a short write (rare)
-            _write_all(self._fd, memoryview(data)[written:])
+        _hold_open(self)
+        _write_all(self._fd, data)
 
     def close(self) -> None:
         if self._closed:
