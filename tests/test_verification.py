@@ -176,3 +176,50 @@ def test_tracker_counts_resets_and_does_not_repeat_a_pending_reminder() -> None:
         tracker.note_completed("Plan")
     assert tracker.reminder() is not None
     assert tracker.issued == 2
+
+
+async def test_the_reminder_rides_with_a_background_childs_notification(tmp_path: Path) -> None:
+    """The reminder is queued the moment the third child completes, but that child's notification
+    waits for its durable terminal write: the coordinator, idle after its answer, must not be
+    woken by the reminder alone (a model call spent on nothing), but get both in one message."""
+    launches = [
+        call(
+            "Agent",
+            description=f"job {i}",
+            prompt=f"job {i}",
+            subagent_type="Explore",
+            run_in_background=True,
+        )
+        for i in range(3)
+    ]
+    children = [
+        # Apart in time, so each notification wakes the idle coordinator on its own.
+        {"agent_type": "Explore", "match": f"job {i}", "turns": [{"text": f"found {i}"}]}
+        for i in range(3)
+    ]
+    for i, child in enumerate(children):
+        child["turns"][0]["delay_ms"] = 60 * (i + 1)
+    model = ScriptedModel.from_dict(
+        {
+            "agents": [
+                {"agent_type": "main", "turns": [{"tool_calls": launches}] + [{"text": "ok"}] * 5},
+                *children,
+            ]
+        }
+    )
+    options = SessionOptions(
+        model=model,
+        cwd=tmp_path,
+        home=tmp_path / "home",  # durable records: a notification follows its terminal write
+        permission_mode="bypassPermissions",
+        load_settings=False,
+        background_wait_ms=5000,
+    )
+    result = await Session(options).run("coordinate")
+    assert result.subtype == "success", result.payload
+    woken = [r for r in model.requests if r["agent_type"] == "main"][2:]
+    texts = [message_text(r["messages"][-1]) for r in woken]
+    assert all("<task-notification>" in text for text in texts), texts
+    assert len(texts) == 3
+    assert "found 2" in texts[2] and "`verification` agent" in texts[2]
+    assert texts[2].index("<task-notification>") < texts[2].index("`verification` agent")

@@ -2,8 +2,9 @@
 
 Delegated work is easy to over-trust: a child's report says "done", and the coordinator has no
 way to tell a careful report from a hopeful one. After ``threshold`` (3) completed delegated tasks
-with no verification step, the session queues a reminder into the coordinator's inbox, so it
-arrives with the next tool results: spawn the built-in ``verification`` agent to check the work
+with no verification step, the session queues a reminder into the coordinator's inbox that rides
+along (``wakes=False``): it arrives with the next tool results or the next child's notification,
+never as a model call of its own: spawn the built-in ``verification`` agent to check the work
 independently. The runtime never starts one by itself — the coordinator decides what to check.
 
 A verification child's result carries its verdict (``parse_verdict``: exactly one of PASS, FAIL,
@@ -106,7 +107,9 @@ def install_verification(runtime: AgentRuntime, inbox: Inbox) -> VerificationTra
         text = tracker.reminder()
         if text is not None:
             item_id = f"verification-reminder:{tracker.issued}"
-            inbox.put(InboxItem(id=item_id, text=text, on_delivered=tracker.delivered))
+            # A rider: the completing child's own notification follows (after its durable
+            # terminal write) and wakes the coordinator; the reminder must not wake it first.
+            inbox.put(InboxItem(id=item_id, text=text, on_delivered=tracker.delivered, wakes=False))
 
     runtime.on_child_done.append(on_child_done)
     return tracker

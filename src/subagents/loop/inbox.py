@@ -5,6 +5,11 @@ process; the loop ``drain``s them at its next boundary (with a turn's tool resul
 message after a final answer), so they never land inside a running model output. Every item has a
 stable id (a completion's id is derived from the child's id), and an id is delivered at most once.
 
+An item with ``wakes=False`` (a reminder about other input) rides along: it is delivered with the
+next drain but never by itself, so it cannot cost the agent a model call of its own — the
+verification reminder is queued when a background child completes, a moment before that child's
+notification (which waits for its durable terminal write), and must arrive with it.
+
 After a final answer the loop asks ``wait_for_delivery``: when more input is still expected (the
 headless main agent waits for its background children) it blocks, bounded, for the next item.
 """
@@ -23,6 +28,8 @@ class InboxItem:
     id: str
     text: str
     on_delivered: Callable[[], None] | None = None
+    wakes: bool = True
+    """False: delivered only along with other input (``pending`` ignores it)."""
 
 
 class Inbox:
@@ -31,6 +38,8 @@ class Inbox:
     def __init__(self) -> None:
         self._items: deque[InboxItem] = deque()
         self._seen: set[str] = set()
+        self._waking = 0
+        """Queued items that may wake the agent (``wakes``)."""
         self._arrived: asyncio.Event | None = None
         self.expecting: Callable[[], bool] | None = None
         """Says whether more input may still come (e.g. background children are running)."""
@@ -45,6 +54,9 @@ class Inbox:
             return False
         self._seen.add(item.id)
         self._items.append(item)
+        if not item.wakes:
+            return True
+        self._waking += 1
         if self._arrived is not None:
             self._arrived.set()
         if self.on_put is not None:
@@ -52,12 +64,28 @@ class Inbox:
         return True
 
     def pending(self) -> bool:
+        """Input waiting that warrants a turn (riders alone do not)."""
+        return self._waking > 0
+
+    def queued(self) -> bool:
+        """Anything waiting, riders included (delivered with a turn's tool results)."""
         return bool(self._items)
 
     def drain(self) -> list[str]:
+        """Every queued item's text: input in arrival order, then the riders (a reminder
+        reads after what it is about)."""
+        self._waking = 0
         texts: list[str] = []
+        riders: list[InboxItem] = []
         while self._items:
             item = self._items.popleft()
+            if not item.wakes:
+                riders.append(item)
+                continue
+            texts.append(item.text)
+            if item.on_delivered is not None:
+                item.on_delivered()
+        for item in riders:
             texts.append(item.text)
             if item.on_delivered is not None:
                 item.on_delivered()
@@ -70,7 +98,7 @@ class Inbox:
 
     async def wait_for_delivery(self) -> bool:
         """Wait for the next item while more are expected; True when one is pending."""
-        while not self._items:
+        while not self._waking:
             if self.expecting is None or not self.expecting():
                 return False
             deadline = self.wait_deadline
@@ -84,5 +112,5 @@ class Inbox:
                 async with asyncio.timeout(remaining):
                     await self._arrived.wait()
             except TimeoutError:
-                return bool(self._items)
+                return self._waking > 0
         return True

@@ -406,7 +406,7 @@ class _Loop:
 
     def _inbox_blocks(self) -> list[ContentBlock]:
         inbox = self.spec.inbox
-        if inbox is None or not inbox.pending():
+        if inbox is None or not inbox.queued():
             return []
         return [text_block(text) for text in inbox.drain()]
 
@@ -419,7 +419,7 @@ class _Loop:
         blocks: list[ContentBlock] = [r.block for r in results]
         spec = self.spec
         inbox, reminders = spec.inbox, spec.reminders
-        if inbox is not None and inbox.pending():
+        if inbox is not None and inbox.queued():
             # Input that arrived during the turn rides along with its tool results.
             blocks += self._inbox_blocks()
         if reminders is not None:
