@@ -242,6 +242,10 @@ class Session:
         async def reconcile(_name: str, _agent_id: str) -> None:
             await recovery.reconcile_orphans(self.store, self.state, hooks=self.runtime.hooks)
 
+        from subagents.agents.teams.permission_relay import LeadRelay
+
+        asks = options.ask_callback
+        relay = None if asks is None else LeadRelay(ask=asks, lead_session_id=self.session_id)
         executor = options.executor
         return TeamHost(
             directory=TeamDirectory(self.state),
@@ -251,6 +255,7 @@ class Session:
             launcher=executor if isinstance(executor, TeammateLauncher) else LOCAL_LAUNCHER,
             worker=worker,
             on_crash=reconcile,
+            relay=relay,
         )
 
     def warn(self, message: str) -> None:

@@ -25,6 +25,7 @@ from subagents.agents.teams.config import TeamDirectory
 from subagents.agents.teams.files import TeamError
 from subagents.agents.teams.host import PARENT_ENV
 from subagents.agents.teams.membership import TeamMembership
+from subagents.agents.teams.permission_relay import LeadAsker
 from subagents.agents.teams.spawn import TeammateSide, TeammateSpawn, parent_alive, teammate_job
 from subagents.events import AgentRef
 from subagents.session import Session, SessionOptions
@@ -78,6 +79,8 @@ async def serve(spawn: TeammateSpawn) -> int:
         runtime,
         lead_alive=parent_alive(int(parent) if parent.isdigit() else spawn.lead_pid),
     )
+    if spawn.ask_lead:  # its lead's user answers its asks; the checker bounds each wait
+        session.permissions.ask_callback = LeadAsker(team=membership).ask
     team_tools = [*task_tools(), SendMessageTool()]
     agent_tool = AgentTool(background_available=not session.config.background_disabled)
     job = teammate_job(

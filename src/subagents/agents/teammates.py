@@ -72,6 +72,7 @@ async def spawn_teammate(
         settings_file=host.worker.settings_file,
         load_settings=host.worker.load_settings,
         trusted=host.worker.trusted,
+        ask_lead=host.relay is not None,
     )
     await _join(host, team, spawn, in_process, frame)
     if in_process:

@@ -27,6 +27,8 @@ from subagents.agents.teams.files import LEAD_NAME, TeamError
 from subagents.agents.teams.inbox import MailboxWatcher
 from subagents.agents.teams.mailbox import new_message, render
 from subagents.agents.teams.membership import TeamMembership
+from subagents.agents.teams.permission_relay import REQUEST as PERMISSION_REQUEST
+from subagents.agents.teams.permission_relay import LeadRelay
 from subagents.agents.teams.spawn import TeammateSpawn, write_spawn_file
 from subagents.loop.inbox import Inbox, InboxItem
 from subagents.store.process_identity import start_identity
@@ -164,6 +166,8 @@ class TeamHost:
     """Called (name, agent id) after a teammate ended uncleanly (record reconciliation)."""
     launcher: TeammateLauncher = LOCAL_LAUNCHER
     """Where teammate workers start (the session's executor when it can launch them)."""
+    relay: LeadRelay | None = None
+    """Asks the lead's user for its process teammates (None: a headless lead; they deny)."""
     membership: TeamMembership | None = None
     busy: set[str] = field(default_factory=set)
     held: list[InboxItem] = field(default_factory=list)
@@ -227,9 +231,15 @@ class TeamHost:
         if kind == MEMBER_BUSY:
             self.busy.add(sender)
             return
+        assert self.membership is not None
+        if kind == PERMISSION_REQUEST:  # for the lead's user, not its model
+            if self.relay is not None:
+                self.relay.arrived(self.membership, message)
+            else:
+                log.warning("a permission_request from %r, and no one to ask: dropped", sender)
+            return
         if kind in ("idle_notification", "plan_approval_request"):
             self.busy.discard(sender)  # idle, or waiting on the lead: tell the lead now
-        assert self.membership is not None
         mailbox = self.membership.mailbox(LEAD_NAME)
         item = InboxItem(
             id=str(message.get("id")),
@@ -369,6 +379,8 @@ class TeamHost:
         for member in running:
             if member.process is not None:
                 member.process.signal_group(signal.SIGKILL)  # leftovers of its group
+        if self.relay is not None:
+            await self.relay.close()
         self._mark_gone()
         await self.left()
 

@@ -49,7 +49,8 @@ STRUCTURED_TYPES = (
     "plan_approval_response",
 )
 """What an agent may send with SendMessage; the runtime alone writes ``idle_notification``,
-``teammate_terminated`` and ``member_busy`` lines."""
+``teammate_terminated``, ``member_busy``, ``permission_request`` and ``permission_response``
+lines (a JSON text of another type is sent as plain text)."""
 
 
 def new_message(sender: str, to: str, text: str, **fields: Any) -> dict[str, Any]:

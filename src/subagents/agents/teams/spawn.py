@@ -22,7 +22,7 @@ from subagents.agents.agent_run import AgentFrame, AgentJob
 from subagents.agents.assembly import assemble
 from subagents.agents.fresh import ChildRequest, definition_spec
 from subagents.agents.runtime import AgentRuntime
-from subagents.agents.teams import plan_approval
+from subagents.agents.teams import permission_relay, plan_approval
 from subagents.agents.teams.files import LEAD_NAME, TeamError
 from subagents.agents.teams.inbox import MailboxWatcher, TeamInbox
 from subagents.agents.teams.mailbox import new_message, render
@@ -56,6 +56,8 @@ class TeammateSpawn:
     settings_file: str | None = None
     load_settings: bool = True
     trusted: bool = True
+    ask_lead: bool = False
+    """Its permission asks go to its lead's user (``permission_relay``); else it denies them."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,6 +130,8 @@ class TeammateSide:
         self.watcher.start(f"mailbox:{self.membership.team_name}/{self.membership.name}")
 
     def _arrived(self, line: int, message: dict[str, Any]) -> None:
+        if permission_relay.answered(self.membership, message):
+            return  # a permission ask's answer: the model never asked, it never reads it
         plan_approval.answered(self.membership, message)  # a waiting ExitPlanMode goes on
         mailbox = self.mailbox
         self.inbox.put(
