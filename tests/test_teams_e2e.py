@@ -51,6 +51,16 @@ SHUTDOWN_OK = {
 }
 
 
+def stop_then_delete(to: str, last: str = "{{tool_results}}") -> list[dict[str, Any]]:
+    """The lead's closing turns: ask ``to`` to shut down, then delete the team."""
+    return [
+        {"tool_calls": [tool_call("SendMessage", to=to, message={"type": "shutdown_request"})]},
+        {"text": "asked"},
+        {"tool_calls": [tool_call("TeamDelete")]},
+        {"text": last},
+    ]
+
+
 def teammate(name: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "agent_type": "general-purpose",
@@ -272,14 +282,7 @@ def one_task_lead() -> dict[str, Any]:
             {"tool_calls": [tool_call("TaskCreate", subject="only task")]},
             {"tool_calls": [spawn("w1", "you are w1")]},
             {"text": "waiting"},
-            {
-                "tool_calls": [
-                    tool_call("SendMessage", to="w1", message={"type": "shutdown_request"})
-                ]
-            },
-            {"text": "asked"},
-            {"tool_calls": [tool_call("TeamDelete")]},
-            {"text": "{{tool_results}}"},
+            *stop_then_delete("w1"),
         ],
     }
 
@@ -322,14 +325,7 @@ def test_teammates_cannot_nest_and_team_events_are_streamed(tmp_path: Path) -> N
             {"tool_calls": [tool_call("TeamCreate", team_name="alpha")]},
             {"tool_calls": [spawn("c1", "you are c1", agent_type="coordinator")]},
             {"text": "waiting"},
-            {
-                "tool_calls": [
-                    tool_call("SendMessage", to="c1", message={"type": "shutdown_request"})
-                ]
-            },
-            {"text": "asked"},
-            {"tool_calls": [tool_call("TeamDelete")]},
-            {"text": "done"},
+            *stop_then_delete("c1", "done"),
         ],
     }
     member = {

@@ -21,7 +21,7 @@ from subagents.events import AgentRef
 from subagents.permissions.checker import AskAnswer, PermissionRequest
 from subagents.session import Session, SessionOptions
 from subagents.state import ProjectState
-from test_teams_e2e import SHUTDOWN_OK, TEAMS_ENV, last_text
+from test_teams_e2e import SHUTDOWN_OK, TEAMS_ENV, last_text, stop_then_delete
 
 SPAWN = {
     "description": "teammate w1",
@@ -39,14 +39,7 @@ def _script(tmp_path: Path) -> Path:
             {"tool_calls": [tool_call("TeamCreate", team_name="alpha")]},
             {"tool_calls": [{"name": "Agent", "input": SPAWN}]},
             {"text": "waiting"},
-            {
-                "tool_calls": [
-                    tool_call("SendMessage", to="w1", message={"type": "shutdown_request"})
-                ]
-            },
-            {"text": "asked"},
-            {"tool_calls": [tool_call("TeamDelete")]},
-            {"text": "{{tool_results}}"},
+            *stop_then_delete("w1"),
         ],
     }
     teammate = {

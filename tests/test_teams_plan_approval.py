@@ -16,7 +16,7 @@ from subagents.agents.teams.config import TeamDirectory
 from subagents.agents.teams.membership import TeamMembership
 from subagents.agents.teams.plan_approval import answered, ask_lead
 from subagents.state import ProjectState
-from test_teams_e2e import SHUTDOWN_OK, TEAMS_ENV, last_text
+from test_teams_e2e import SHUTDOWN_OK, TEAMS_ENV, last_text, stop_then_delete
 
 CAPTURE = {"rid": 'request_id="([^"]+)"'}
 
@@ -51,14 +51,7 @@ def test_the_lead_sends_a_plan_back_then_approves_it(tmp_path: Path, mode: str) 
             {"text": "sent back"},
             answer(True),
             {"text": "approved"},
-            {
-                "tool_calls": [
-                    tool_call("SendMessage", to="w1", message={"type": "shutdown_request"})
-                ]
-            },
-            {"text": "asked"},
-            {"tool_calls": [tool_call("TeamDelete")]},
-            {"text": "{{tool_results}}"},
+            *stop_then_delete("w1"),
         ],
     }
     teammate = {
