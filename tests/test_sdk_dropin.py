@@ -399,6 +399,32 @@ async def test_background_child_asks_reach_the_sdk_user(tmp_path: Path) -> None:
     assert "wrote:" in result_of(messages).result
 
 
+async def test_a_process_teammates_asks_reach_the_sdk_user(tmp_path: Path) -> None:
+    """A teammate in its own process asks through its lead (docs/teams.md, "Permission
+    asks"): the SDK's ``can_use_tool`` answers, and the teammate acts on the answer."""
+    from test_teams_e2e import TEAMS_ENV
+    from test_teams_permission_relay import teammate_asking_script
+
+    asked: list[str] = []
+
+    async def can_use_tool(
+        name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        asked.append(f"{name}: {tool_input.get('command')}")
+        if "allowed.txt" in str(tool_input.get("command")):
+            return PermissionResultAllow()
+        return PermissionResultDeny(message="not that one")
+
+    env = {**TEAMS_ENV, "SUBAGENTS_TEAMMATE_MODE": "process"}
+    script = teammate_asking_script(tmp_path)
+    messages = await collect("go", options(script, tmp_path, can_use_tool=can_use_tool, env=env))
+    assert result_of(messages).subtype == "success"
+    assert asked == ["Bash: touch allowed.txt", "Bash: touch denied.txt"]
+    assert (tmp_path / "allowed.txt").exists() and not (tmp_path / "denied.txt").exists()
+    w1_reads = [json.dumps(r["messages"][-1]) for r in recorded(tmp_path) if r.get("name") == "w1"]
+    assert "not that one" in w1_reads[2]
+
+
 async def test_sdk_pre_tool_use_hook_denies(tmp_path: Path) -> None:
     script = write_script(
         tmp_path,

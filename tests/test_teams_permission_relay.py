@@ -32,7 +32,8 @@ SPAWN = {
 }
 
 
-def _script(tmp_path: Path) -> Path:
+def teammate_asking_script(tmp_path: Path) -> Path:
+    """A lead starting teammate w1, whose two Bash calls ask; then it stops w1 and deletes."""
     lead = {
         "agent_type": "main",
         "turns": [
@@ -65,7 +66,7 @@ async def _run_lead(tmp_path: Path, asks: list[PermissionRequest] | None) -> Any
         return AskAnswer(allow=False, message="not that one")
 
     options = SessionOptions(
-        model=f"scripted:{_script(tmp_path)}",
+        model=f"scripted:{teammate_asking_script(tmp_path)}",
         cwd=tmp_path,
         home=tmp_path / "home",
         load_settings=False,

@@ -347,8 +347,13 @@ class Session:
         return self.inbox.pending()
 
     def expecting_background(self) -> bool:
-        """Background children still running, or their notifications on the way."""
-        return self.background.expecting_notifications()
+        """Background children still running or their notifications on the way, or a busy
+        teammate (a stream-json session is not idle while its team works: the SDK keeps stdin
+        open for the turns the team's messages start, and their permission asks)."""
+        teams = self.teams
+        return self.background.expecting_notifications() or (
+            teams is not None and teams.expecting()
+        )
 
     def interrupt(self, reason: str = "interrupted by the user") -> bool:
         """Abort the running turn (foreground children with it); background children and the
