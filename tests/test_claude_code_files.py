@@ -19,7 +19,16 @@ from typing import Any
 import pytest
 
 from cli_helpers import agent_call, recorded, run_cli, run_script, tool_call, write_script
-from subagents import Event, InitEvent, ScriptedModel, Session, SessionOptions, SystemEvent
+from subagents import (
+    Event,
+    InitEvent,
+    ScriptedModel,
+    Session,
+    SessionOptions,
+    SystemEvent,
+    ToolContext,
+    tool,
+)
 from subagents.cli.headless import run_headless
 from subagents.cli.main import build_parser, main
 
@@ -162,8 +171,11 @@ def test_warnings_reach_the_user_in_every_output_format(tmp_path: Path) -> None:
     assert len(shown) == len(expected)
     assert all(e["type"] == "system" for e in events[1 : 1 + len(expected)]), "right after init"
 
-    result = run_script(script, tmp_path, "--settings", str(WARNED), env=env).json()
+    run = run_script(script, tmp_path, "--settings", str(WARNED), env=env)
+    result = run.json()
     assert result["warnings"] == shown
+    printed = [line for line in run.stderr.splitlines() if line.startswith("subagents: warning: ")]
+    assert printed == [f"subagents: warning: {message}" for message in shown], run.stderr
     for want in expected:
         assert any(want in message for message in shown), want
 
@@ -413,6 +425,56 @@ async def test_a_library_session_hands_every_warning_to_its_caller(tmp_path: Pat
     shown = [e for e in events[1 : 1 + len(expected)] if isinstance(e, SystemEvent)]
     assert [e.data["message"] for e in shown if e.subtype == "warning"] == session.warnings
     assert result.payload["warnings"] == session.warnings
+
+
+async def test_a_caller_that_wants_only_warnings_gets_each_once_in_order(tmp_path: Path) -> None:
+    """`run(on_warning=)` without `on_event` (the CLI's json output): the warnings from before
+    the run, then one raised during it, each once, as `Session.warnings` and the payload hold
+    them; the same session run with events shows the same texts as `system` events."""
+    folder = tmp_path / ".claude" / "agents"
+    folder.mkdir(parents=True)
+    (folder / "odd.md").write_text("---\nname: odd\ndescription: d\nmaxTurns: 0\n---\nbody\n")
+    sessions: list[Session] = []
+
+    @tool(read_only=True)
+    async def complain(ctx: ToolContext) -> str:
+        """Raise a warning."""
+        sessions[0].warn("raised during the run")
+        sessions[0].warn("raised during the run")
+        return "ok"
+
+    script = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [{"tool_calls": [{"name": "complain", "input": {}}]}, {"text": "done"}],
+            }
+        ]
+    }
+
+    def options() -> SessionOptions:
+        return SessionOptions(
+            model=ScriptedModel.from_dict(script),
+            cwd=tmp_path,
+            home=tmp_path / "home",
+            settings_file=WARNED,
+            extra_tools=[complain],
+        )
+
+    sessions.append(Session(options()))
+    before = list(sessions[0].warnings)
+    assert before
+    heard: list[str] = []
+    result = await sessions[0].run("go", on_warning=heard.append)
+    assert heard == [*before, "raised during the run"] == sessions[0].warnings
+    assert result.payload["warnings"] == heard
+    sessions[0] = Session(options())
+    events: list[Event] = []
+    await sessions[0].run("go", on_event=events.append)
+    shown = [
+        e.data["message"] for e in events if isinstance(e, SystemEvent) and e.subtype == "warning"
+    ]
+    assert [m for m in shown if m in heard] == heard
 
 
 def test_settings_env_reaches_every_command_but_not_what_rewrites_bash(tmp_path: Path) -> None:

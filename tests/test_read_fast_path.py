@@ -260,3 +260,46 @@ async def test_edit_creates_nothing_where_reading_is_denied(repo: Path) -> None:
     )
     assert answer == f"error: denied {repo}/sub/new.txt"
     assert not (repo / "sub").exists()
+
+
+async def test_a_context_whose_roots_or_cwd_change_reads_below_the_new_ones(repo: Path) -> None:
+    """The resolved roots are kept per (roots, cwd) objects of a context: EnterWorktree
+    assigns new ones, and the next Read goes by them, never by what an older call saw."""
+    other = repo.parent / "other"
+    other.mkdir()
+    (repo / "f.txt").write_text("in the repo\n")
+    (other / "f.txt").write_text("in the other tree\n")
+    ctx = context(repo)
+    assert await read(ctx, file_path="f.txt") == "     1\tin the repo"
+    ctx.cwd, ctx.roots = other, (other,)
+    assert await read(ctx, file_path="f.txt") == "     1\tin the other tree"
+    assert "outside" in await read(ctx, file_path=str(repo / "f.txt"))
+    ctx.roots = (other, repo)  # the same cwd, a root added: both trees are readable
+    assert await read(ctx, file_path=str(repo / "f.txt")) == "     1\tin the repo"
+    ctx.cwd = repo  # the same roots, another cwd: relative paths start there
+    assert await read(ctx, file_path="f.txt") == "     1\tin the repo"
+    assert await read(context(other), file_path="f.txt") == "     1\tin the other tree"
+
+
+@pytest.mark.parametrize(
+    ("path", "error"),
+    [
+        ("a" * 255, None),
+        ("a" * 256, "one name in the path is 256 bytes long"),
+        ("é" * 127, None),
+        ("é" * 128, "one name in the path is 256 bytes long"),
+        ("d/" * 300 + "f", None),
+        ("d/" * 2047 + "ff", "the path is 4,096 bytes long"),
+        ("a" * 200 + "\x00", "NUL byte"),
+    ],
+)
+def test_path_text_is_measured_in_the_bytes_the_file_system_sees(
+    path: str, error: str | None
+) -> None:
+    """A short ASCII path skips the byte count (one byte a character: nothing can be too
+    long); every other path is counted in bytes, name by name and whole."""
+    if error is None:
+        assert ReadTool.input_model.model_validate({"file_path": path}).file_path == path
+    else:
+        with pytest.raises(ValueError, match=error):
+            ReadTool.input_model.model_validate({"file_path": path})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,6 +141,7 @@ class Session:
         order; the CLI shows each in its output format and ``json`` lists them."""
         self._shown_warnings = 0
         self._warnings_live = False
+        self._on_warning: Callable[[str], None] | None = None
         self.inbox = Inbox()
         self.runtime = AgentRuntime(
             session_id=self.session_id,
@@ -273,6 +274,8 @@ class Session:
             message = self.warnings[self._shown_warnings]
             self._shown_warnings += 1
             self.emit(SystemEvent(agent=ref, subtype="warning", data={"message": message}))
+            if self._on_warning is not None:
+                self._on_warning(message)
 
     @property
     def agents(self) -> list[AgentRun]:
@@ -281,12 +284,25 @@ class Session:
 
     # -- public -------------------------------------------------------------------------------
 
-    async def run(self, prompt: str, on_event: EventSink | None = None) -> SessionResult:
+    async def run(
+        self,
+        prompt: str,
+        on_event: EventSink | None = None,
+        *,
+        on_warning: Callable[[str], None] | None = None,
+    ) -> SessionResult:
         """Run the main agent on ``prompt`` to its end; events go to ``on_event`` as they happen.
+
+        ``on_warning`` is called with each warning's text when it is shown (those from before
+        the run right after it starts, later ones at once), whether or not ``on_event`` is
+        given: a caller that wants only the warnings (the CLI's ``json`` output) passes it
+        alone, and then no agent builds an event it would only drop.
 
         Outside ``async with`` (or ``open``) this is the whole session: it waits (bounded) for
         background children, then closes. Inside, it is one turn of a conversation that goes
         on: a second ``run`` continues it, and ``close`` ends it."""
+        if on_warning is not None:
+            self._on_warning = on_warning
         if on_event is not None or not self._held:
             self._set_sink(on_event or discard)
         if self._held:

@@ -72,6 +72,10 @@ async def _run(session: Session, prompt: str, printer: _Printer) -> SessionResul
     """Run with SIGINT/SIGTERM turned into an abort: children stop, their shells die, and the
     run still ends with a result (``error_during_execution``)."""
     with _signals_abort(session):
+        if printer.format == "json":
+            # Only the warnings are printed before the result: with no event sink no agent
+            # builds an event per model call and tool result for it to drop.
+            return await session.run(prompt, on_warning=printer.warning)
         return await session.run(prompt, on_event=printer.event)
 
 
@@ -196,8 +200,7 @@ class _Printer:
                 _write_json(line)
             return
         if isinstance(event, SystemEvent) and event.subtype == "warning":
-            self.progress.finish()
-            sys.stderr.write(f"subagents: warning: {event.data.get('message', '')}\n")
+            self.warning(event.data.get("message", ""))
         elif self.format == "text":
             if isinstance(event, ProgressEvent) and event.subtype == "todos":
                 agent = event.agent
@@ -205,6 +208,10 @@ class _Printer:
                 sys.stderr.write(f"[{agent.agent_type} {agent.agent_id}] todos: {summary}\n")
                 sys.stderr.flush()
             self.progress.event(event)
+
+    def warning(self, message: str) -> None:
+        self.progress.finish()
+        sys.stderr.write(f"subagents: warning: {message}\n")
 
     def finish(self, result: SessionResult) -> None:
         self.progress.finish()

@@ -36,6 +36,7 @@ from subagents.tools.paths import (
     plain_path,
     refuse_denied_read,
     resolve_path,
+    roots_of,
 )
 
 INLINE_FILE_SYSTEMS = frozenset(
@@ -55,7 +56,11 @@ def is_local(device: int) -> bool:
 
 def on_local_disks(ctx: ToolContext) -> bool:
     """Whether every allowed root of ``ctx`` is on a local file system."""
-    return all(_root_is_local(root) for root in allowed_roots(ctx))
+    found = roots_of(ctx)
+    local = found.local
+    if local is None:
+        local = found.local = all(_root_is_local(root) for root in found.resolved)
+    return local
 
 
 @functools.lru_cache(maxsize=256)
@@ -127,7 +132,7 @@ def open_tool_path(
     plain = plain_path(raw, ctx)
     if plain is not None:
         root, below = plain
-        path = f"{root}/{below}" if str(root) != "/" else f"/{below}"
+        path = f"{root}/{below}" if root != "/" else f"/{below}"
         if denied_reads and flags & os.O_CREAT:
             refuse_denied_read(path, ctx)  # nothing may be made where reading is denied
         try:
@@ -171,15 +176,15 @@ def open_confined(
     way, and ``ToolError`` for anything else refused.
     """
     root = _root_of(path, roots)
-    return _open_below(root, path.relative_to(root).parts, path, flags, make_parents)
+    return _open_below(str(root), path.relative_to(root).parts, path, flags, make_parents)
 
 
 def _open_below(
-    root: Path, parts: tuple[str, ...] | list[str], path: Path | str, flags: int, make_parents: bool
+    root: str, parts: tuple[str, ...] | list[str], path: Path | str, flags: int, make_parents: bool
 ) -> OpenedFile:
     if not parts:
         raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-    directory = _open_dir(os.fspath(root), None, path)
+    directory = _open_dir(root, None, path)
     try:
         for part in parts[:-1]:
             child = _descend(directory, part, path, make_parents)
@@ -227,12 +232,12 @@ def _open_file(directory: int, name: str, path: Path | str, flags: int) -> Opene
     except FileNotFoundError:
         existed = False
     else:
-        if stat_module.S_ISDIR(before.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-        if stat_module.S_ISLNK(before.st_mode):
-            raise SymlinkOnPath(_special(path, before.st_mode))
-        if not stat_module.S_ISREG(before.st_mode):
-            raise ToolError(_special(path, before.st_mode))
+        if not stat_module.S_ISREG(mode := before.st_mode):
+            if stat_module.S_ISDIR(mode):
+                raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+            if stat_module.S_ISLNK(mode):
+                raise SymlinkOnPath(_special(path, mode))
+            raise ToolError(_special(path, mode))
     try:
         fd = os.open(name, flags | _FILE_FLAGS, 0o666, dir_fd=directory)
     except OSError as exc:

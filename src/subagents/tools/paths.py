@@ -31,6 +31,8 @@ def _valid_path_text(raw: str) -> str:
     # a name anyway, and the model learns which field to fix and why.
     if "\x00" in raw:
         raise ValueError("the path contains a NUL byte, which no file name can hold")
+    if len(raw) <= MAX_NAME_BYTES and raw.isascii():
+        return raw  # one byte a character: no name or path can be too long, none unencodable
     try:
         encoded = os.fsencode(raw)
     except UnicodeEncodeError as exc:
@@ -56,7 +58,45 @@ take as a path (no NUL, no unencodable surrogate, names and length within the sy
 
 def allowed_roots(ctx: ToolContext) -> tuple[Path, ...]:
     """The resolved roots; an empty ``roots`` means the working directory alone."""
-    return _resolved_roots(ctx.roots or (ctx.cwd,))
+    return roots_of(ctx).resolved
+
+
+class RootSet:
+    """A context's roots resolved once: what every file tool call needs of them.
+
+    Kept per (``ctx.roots``, ``ctx.cwd``) object pair (``roots_of``): a context's roots only
+    change by assignment (EnterWorktree), and the memo holds the very objects it was made
+    from, so a changed context never sees an older answer. Without it each Read hashed its
+    roots (``Path.__hash__`` is Python code) in four caches and made their text again."""
+
+    __slots__ = ("cwd", "cwd_text", "local", "prefixes", "resolved", "roots")
+
+    def __init__(self, roots: tuple[Path, ...], cwd: Path) -> None:
+        self.roots, self.cwd = roots, cwd
+        self.resolved = _resolved_roots(roots or (cwd,))
+        self.cwd_text = str(_resolved_roots((cwd,))[0])
+        self.prefixes = _root_prefixes(self.resolved)
+        """(text of a root followed by "/", its text), the longest root first."""
+        self.local: bool | None = None
+        """Whether every root is on a local file system (``confined.on_local_disks``)."""
+
+
+_ROOT_SETS: dict[tuple[int, int], RootSet] = {}
+_MAX_ROOT_SETS = 256
+
+
+def roots_of(ctx: ToolContext) -> RootSet:
+    """The ``RootSet`` of ``ctx``'s current roots and working directory."""
+    roots, cwd = ctx.roots, ctx.cwd
+    key = (id(roots), id(cwd))
+    found = _ROOT_SETS.get(key)
+    if found is not None and found.roots is roots and found.cwd is cwd:
+        return found
+    made = RootSet(roots, cwd)
+    if len(_ROOT_SETS) >= _MAX_ROOT_SETS:
+        _ROOT_SETS.clear()  # contexts come and go with their agents: start again
+    _ROOT_SETS[key] = made  # holds roots and cwd, so their ids are not reused meanwhile
+    return made
 
 
 @functools.lru_cache(maxsize=256)
@@ -66,15 +106,15 @@ def _resolved_roots(roots: tuple[Path, ...]) -> tuple[Path, ...]:
     return tuple(_resolve(root, str(root)) for root in roots)
 
 
-@functools.lru_cache(maxsize=256)
-def _root_prefixes(roots: tuple[Path, ...]) -> tuple[tuple[str, Path], ...]:
+def _root_prefixes(roots: tuple[Path, ...]) -> tuple[tuple[str, str], ...]:
     # Longest first, so the first root a path starts with is the one that holds it.
     ordered = sorted(roots, key=lambda root: len(root.parts), reverse=True)
-    return tuple((str(root).rstrip("/") + "/", root) for root in ordered)
+    return tuple((str(root).rstrip("/") + "/", str(root)) for root in ordered)
 
 
-def plain_path(raw: str, ctx: ToolContext) -> tuple[Path, str] | None:
-    """``(root, path below it)`` for ``raw`` found by text alone, or None: resolve it instead.
+def plain_path(raw: str, ctx: ToolContext) -> tuple[str, str] | None:
+    """``(root, path below it)`` as text for ``raw`` found by text alone, or None: resolve it
+    instead.
 
     When no component of the path is a symbolic link, resolving it only makes it absolute
     (from the resolved ``cwd``) and drops empty and ``.`` parts, which is what this does without
@@ -84,13 +124,14 @@ def plain_path(raw: str, ctx: ToolContext) -> tuple[Path, str] | None:
     ``..`` (a link before it would redirect it) and ``~`` always take the resolving way."""
     if not raw or raw[0] == "~" or "\x00" in raw:
         return None
+    found = roots_of(ctx)
     if raw[0] != "/":
-        raw = f"{_resolved_roots((ctx.cwd,))[0]}/{raw}"
+        raw = f"{found.cwd_text}/{raw}"
     names = [name for name in raw.split("/") if name and name != "."]
     if ".." in names or raw.startswith("//"):
         return None  # "//" is a name of its own on POSIX; leave it to the resolver
     text = "/" + "/".join(names)
-    for prefix, root in _root_prefixes(allowed_roots(ctx)):
+    for prefix, root in found.prefixes:
         if text.startswith(prefix):
             return root, text[len(prefix) :]
     return None

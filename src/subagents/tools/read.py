@@ -185,7 +185,7 @@ def _answer_short(data: bytes, path: str, offset: int | None, limit: int | None)
 def _first_line_numbers() -> tuple[str, ...]:
     """``"     1\t"`` .. for the first ``DEFAULT_LINE_LIMIT`` lines, made once: numbering a
     short file by slicing these costs a third of formatting each number."""
-    return tuple(f"{n:>6}\t" for n in range(1, DEFAULT_LINE_LIMIT + 1))
+    return tuple([f"{n:>6}\t" for n in range(1, DEFAULT_LINE_LIMIT + 1)])
 
 
 def _line_numbers(first: int, last: int) -> Sequence[str]:
