@@ -48,6 +48,7 @@ from subagents.models.base import (
     TextDelta,
     drain,
 )
+from subagents.models.wire_tools import WireTools
 
 Transport = Literal["lean", "sdk"]
 USER_AGENT = "subagents/0.1 (lean HTTP)"
@@ -215,6 +216,9 @@ class HTTPProvider:
     client: Any
     _endpoint: LeanEndpoint | None
     sdk_module: str
+    wire_tools: WireTools | None = None
+    """Where ``body`` takes its tool lists from: the lean transport sends their JSON as
+    encoded once (``WireTools.fragment``)."""
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError
@@ -264,9 +268,13 @@ class HTTPProvider:
     def _lean_call(self, request: ModelRequest) -> LeanCall | None:
         if self._endpoint is None:
             return None
+        body = self.body(request)
+        tools = body.get("tools")
+        if tools is not None and self.wire_tools is not None:
+            body["tools"] = self.wire_tools.fragment(tools)  # encoded once per tool list
         return LeanCall(
             endpoint=self._endpoint,
-            body=self.body(request),
+            body=body,
             assembler=self.assembler(),
             model=self.name,
             label=self.label,

@@ -48,10 +48,15 @@ from subagents.models._sdk_support import (
     parse_tool_arguments,
 )
 from subagents.models.base import MessageDone, ModelError, ModelRequest
+from subagents.models.wire_tools import WireTools
 
 ANTHROPIC_API_VERSION = "2026-10-21"
 """The ``anthropic-version`` header; pinned to the SDK's own (a wire test compares them)."""
 DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+
+WIRE_TOOLS = WireTools(lambda tools: cached_tools(tools))
+"""Each agent's tool list as the Messages API takes it, made once per list."""
 
 
 class AnthropicModel(HTTPProvider):
@@ -64,6 +69,7 @@ class AnthropicModel(HTTPProvider):
     """
 
     provider = "anthropic"
+    wire_tools = WIRE_TOOLS
     sdk_module = "anthropic"
 
     def __init__(
@@ -158,7 +164,7 @@ def build_params(request: ModelRequest, model: str) -> dict[str, Any]:
     if request.thinking:
         params["thinking"] = request.thinking
     if request.tools:
-        params["tools"] = cached_tools(request.tools)
+        params["tools"] = WIRE_TOOLS.dicts(request.tools)
     return params
 
 

@@ -50,6 +50,7 @@ from subagents.models._sdk_support import (
 )
 from subagents.models.base import MessageDone, ModelError, ModelRequest
 from subagents.models.openai_messages import HistoryConversions
+from subagents.models.wire_tools import WireTools
 
 KEYLESS_PLACEHOLDER = "not-needed"
 """API key sent when none is configured: local servers ignore it, the SDK insists on one."""
@@ -65,6 +66,10 @@ _STOP_REASONS = {
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
+WIRE_TOOLS = WireTools(lambda tools: to_openai_tools(tools))
+"""Each agent's tool list as chat completions take it, made once per list."""
+
+
 class OpenAIModel(HTTPProvider):
     """A chat-completions model. ``client`` may be any ``AsyncOpenAI``.
 
@@ -77,6 +82,7 @@ class OpenAIModel(HTTPProvider):
     """
 
     provider = "openai"
+    wire_tools = WIRE_TOOLS
     sdk_module = "openai"
 
     def __init__(
@@ -142,7 +148,7 @@ class OpenAIModel(HTTPProvider):
             "stream_options": {"include_usage": True},
         }
         if request.tools:
-            params["tools"] = to_openai_tools(request.tools)
+            params["tools"] = WIRE_TOOLS.dicts(request.tools)
         return params
 
 
