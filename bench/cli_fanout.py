@@ -23,8 +23,9 @@ Floors measured in the same run:
 * ``raw reads``: a bare Python loop doing what the Reads read — ``open``/``read``/``close`` by
   path of the same files the same number of times — per model call of the fan-out.
 
-Run: ``python bench/cli_fanout.py`` (ext4 under ``bench/.work`` and tmpfs under ``/dev/shm``),
-``--fs ext4`` / ``--fs tmpfs`` for one, ``--json`` for table.py.
+Run: ``python bench/cli_fanout.py`` (ext4 under ``bench/.work``, a journaled ext4 loop-mounted
+there when run as root — see ``JOURNALED`` — and tmpfs under ``/dev/shm``), ``--fs ext4`` /
+``--fs ext4-journal`` / ``--fs tmpfs`` for one, ``--json`` for table.py.
 """
 
 from __future__ import annotations
@@ -270,9 +271,49 @@ def _check(result: dict[str, Any], n: int, k: int, reads: bool) -> None:
         raise RuntimeError(f"expected {n} children with {n * (k - 1)} Reads: {result['agents']}")
 
 
+JOURNALED = HERE / ".work" / "ext4-journal"
+"""Where ``--fs ext4-journal`` mounts a fresh ext4 *with* a journal (``mkfs.ext4`` defaults,
+a 2 GB sparse image, loop-mounted): an ordinary disk. This VM's ``/`` is an ext4 without a
+journal, where the kernel will not reuse an inode freed in the last minutes and every create
+scans past each such inode (``recently_deleted``): in a folder that has seen churn (this
+bench's own runs, test suites) a create costs 200-600 µs of the process's CPU instead of ~20
+(docs/performance.md, "Session 6")."""
+
+
+def mount_journaled() -> Path | None:
+    """The mounted journaled ext4's folder for runs, or None (with a note on stderr) where one
+    cannot be made here: not root, no ``mkfs.ext4``, no loop device."""
+    image = JOURNALED.with_suffix(".img")
+    if os.geteuid() != 0 or shutil.which("mkfs.ext4") is None:
+        print("cli_fanout: ext4-journal needs root and mkfs.ext4; skipped", file=sys.stderr)
+        return None
+    try:
+        JOURNALED.mkdir(parents=True, exist_ok=True)
+        with image.open("wb") as handle:
+            handle.truncate(2 << 30)
+        subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, capture_output=True)
+        mount = ["mount", "-o", "loop", str(image), str(JOURNALED)]
+        subprocess.run(mount, check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"cli_fanout: ext4-journal could not be mounted ({exc}); skipped", file=sys.stderr)
+        image.unlink(missing_ok=True)
+        return None
+    return JOURNALED / "runs"
+
+
+def unmount_journaled() -> None:
+    subprocess.run(["umount", str(JOURNALED)], capture_output=True)
+    JOURNALED.with_suffix(".img").unlink(missing_ok=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fs", choices=("ext4", "tmpfs", "both"), default="both")
+    parser.add_argument(
+        "--fs",
+        choices=("ext4", "ext4-journal", "tmpfs", "both", "all"),
+        default="all",
+        help="both: ext4 and tmpfs; all: also a journaled ext4 where root can mount one",
+    )
     parser.add_argument("--dir", type=Path, help="state and files here instead (one --fs)")
     parser.add_argument("--n", type=int, default=50)
     parser.add_argument("--k", type=int, default=10)
@@ -290,10 +331,19 @@ def main(argv: list[str] | None = None) -> int:
         base.mkdir(parents=True, exist_ok=True)
         print(count_calls(base, args.n, args.k, args.tree))
         return 0
-    kinds = ("ext4", "tmpfs") if args.fs == "both" else (args.fs,)
-    for fs in kinds:
-        base = args.dir or FOLDERS[fs]
-        figures = measure(fs, base, args.n, args.k, args.tree, args.runs)
+    kinds = {"both": ("ext4", "tmpfs"), "all": ("ext4", "ext4-journal", "tmpfs")}
+    for fs in kinds.get(args.fs, (args.fs,)):
+        if fs == "ext4-journal" and args.dir is None:
+            base = mount_journaled()
+            if base is None:
+                continue
+            try:
+                figures = measure(fs, base, args.n, args.k, args.tree, args.runs)
+            finally:
+                unmount_journaled()
+        else:
+            base = args.dir or FOLDERS[fs]
+            figures = measure(fs, base, args.n, args.k, args.tree, args.runs)
         if args.json:
             print(json.dumps({**figures.__dict__, "cpu_us_per_call": figures.mean(figures.run_us)}))
         else:

@@ -121,11 +121,18 @@ def startup_rows(runs: int) -> Iterator[list[str]]:
         ]
 
 
+FS_NAMES = {
+    "ext4": "ext4 (this VM's /, no journal)",
+    "ext4-journal": "ext4 with a journal (a fresh loop-mounted image)",
+}
+
+
 def cli_rows(runs: int) -> Iterator[list[str]]:
     for row in run("cli_fanout.py", "--runs", str(runs), "--json"):
         yield [
             f"CLI `subagents -p` fan-out 50 x 10, general-purpose children doing Read, "
-            f"{row['fs']}: CPU / model call (start-up apart: {mean(row['startup_ms']):.0f} ms)",
+            f"{FS_NAMES.get(row['fs'], row['fs'])}: CPU / model call "
+            f"(start-up apart: {mean(row['startup_ms']):.0f} ms)",
             f"**{row['cpu_us_per_call']:.0f} µs** (runs {spread(row['run_us'])})",
             f"the same fan-out with no tool run {mean(row['no_tool_us']):.0f} µs; raw "
             f"open/read/close of the files {mean(row['raw_read_us']):.0f} µs",
