@@ -34,11 +34,11 @@ from subagents.ids import new_id
 from subagents.models.base import ToolSchema
 from subagents.tools import descriptions
 from subagents.tools.base import (
+    BuiltinToolInput,
     CallInfo,
     Tool,
     ToolContext,
     ToolError,
-    ToolInput,
     ToolOutput,
     input_json_schema,
 )
@@ -48,7 +48,7 @@ PermissionModeName = Literal["acceptEdits", "bypassPermissions", "default", "don
 DESCRIPTION = descriptions.AGENT
 
 
-class AgentInput(ToolInput):
+class AgentInput(BuiltinToolInput):
     description: str = Field(min_length=1, description="A short (3-5 word) description of the task")
     prompt: str = Field(min_length=1, description="The task for the agent to perform")
     subagent_type: str | None = Field(

@@ -25,12 +25,19 @@ from subagents.agents.agent_run import AgentFrame
 from subagents.permissions.checker import PermissionChecker, PermissionRequest
 from subagents.permissions.modes import PermissionMode, parse_mode
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 
 MAX_PLAN_CHARS = 50_000
 
 
-class ExitPlanModeInput(ToolInput):
+class ExitPlanModeInput(BuiltinToolInput):
     plan: str = Field(min_length=1, max_length=MAX_PLAN_CHARS, description="The plan (Markdown).")
 
 

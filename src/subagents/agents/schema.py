@@ -158,7 +158,7 @@ def _tool_entries(value: Any) -> tuple[str, ...] | None:
 class CliAgentSpec(BaseModel):
     """One entry of ``--agents JSON``: strict types, no unknown keys (a typo must not pass)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)  # only for --agents
 
     description: str = Field(min_length=1)
     prompt: str

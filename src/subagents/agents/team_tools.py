@@ -22,7 +22,14 @@ from subagents.agents.teams.membership import TeamMembership
 from subagents.agents.teams.tasks import TaskChange, blocked_ids
 from subagents.events import SystemEvent
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 
 _NO_SESSION = "Team tools need a session runtime; run them inside a Session"
 
@@ -59,7 +66,7 @@ async def _off_loop(function: Any, *args: Any, **kwargs: Any) -> Any:
 # -- TeamCreate / TeamDelete -------------------------------------------------------------------
 
 
-class TeamCreateInput(ToolInput):
+class TeamCreateInput(BuiltinToolInput):
     team_name: str = Field(min_length=1, description="Name of the new team (letters, digits, -, _)")
     description: str = Field(default="", description="What the team is working on")
 
@@ -111,7 +118,7 @@ class TeamCreateTool(Tool[TeamCreateInput]):
         )
 
 
-class TeamDeleteInput(ToolInput):
+class TeamDeleteInput(BuiltinToolInput):
     team_name: str | None = Field(default=None, description="The team (default: yours)")
 
 
@@ -151,7 +158,7 @@ def _team_event(
 # -- the task list -----------------------------------------------------------------------------
 
 
-class TaskCreateInput(ToolInput):
+class TaskCreateInput(BuiltinToolInput):
     subject: str = Field(min_length=1, description="A short imperative title")
     description: str = Field(default="", description="What needs doing, and what done means")
     activeForm: str | None = Field(default=None, description='Shown while it runs ("Running X")')
@@ -188,7 +195,7 @@ class TaskCreateTool(Tool[TaskCreateInput]):
         )
 
 
-class TaskUpdateInput(ToolInput):
+class TaskUpdateInput(BuiltinToolInput):
     taskId: str = Field(min_length=1, description="The task's id")
     subject: str | None = None
     description: str | None = None
@@ -237,7 +244,7 @@ async def _check_owner(team: TeamMembership, owner: str) -> None:
         raise ToolError(f"owner {owner!r} is not a member of team {team.team_name} ({names})")
 
 
-class TaskListInput(ToolInput):
+class TaskListInput(BuiltinToolInput):
     pass
 
 
@@ -270,7 +277,7 @@ def _task_line(task: dict[str, Any], blocked: bool) -> str:
     return f"#{task['id']} [{task['status']}] {task['subject']}{owner}{waits}"
 
 
-class TaskGetInput(ToolInput):
+class TaskGetInput(BuiltinToolInput):
     taskId: str = Field(min_length=1, description="The task's id")
 
 

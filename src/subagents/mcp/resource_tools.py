@@ -15,7 +15,14 @@ from typing import Any, Protocol
 from pydantic import Field
 
 from subagents.mcp.results import placeholder
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 
 LIST_DESCRIPTION = (
     "List the resources (files, records, documents) that the connected MCP servers expose, with "
@@ -38,11 +45,11 @@ class ResourceServer(Protocol):
     async def read_resource(self, uri: str) -> list[dict[str, Any]]: ...
 
 
-class ListInput(ToolInput):
+class ListInput(BuiltinToolInput):
     server: str | None = Field(default=None, description="Only this server's resources")
 
 
-class ReadInput(ToolInput):
+class ReadInput(BuiltinToolInput):
     server: str = Field(min_length=1, description="The MCP server that has the resource")
     uri: str = Field(min_length=1, description="The resource's URI")
 

@@ -33,7 +33,14 @@ from pydantic import Field, field_validator
 from subagents.descriptors import open_pipe, process_slot, retry_on_emfile
 from subagents.processes import kill_group, open_pipe_reader
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "MAX_OUTPUT_CHARS", "MAX_TIMEOUT_MS", "BashInput", "BashTool"]
 
@@ -51,7 +58,7 @@ _READ_CHUNK = 64 * 1024
 ProgressFn = Callable[[dict[str, Any]], None]
 
 
-class BashInput(ToolInput):
+class BashInput(BuiltinToolInput):
     """Arguments of one Bash call (Claude Code's field names)."""
 
     command: str = Field(description="The bash command to run.")

@@ -17,7 +17,14 @@ from pathlib import Path
 from pydantic import Field
 
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 from subagents.tools.confined import is_local, on_local_disks, open_tool_path
 from subagents.tools.paths import PathText
 from subagents.tools.write import encode_text, write_all
@@ -30,7 +37,7 @@ MAX_EDIT_BYTES = 32 * 1024 * 1024
 DESCRIPTION = descriptions.EDIT
 
 
-class EditInput(ToolInput):
+class EditInput(BuiltinToolInput):
     file_path: PathText = Field(description="The path of the file to modify.")
     old_string: str = Field(description="The exact text to replace.")
     new_string: str = Field(description="The text to replace it with (must differ).")

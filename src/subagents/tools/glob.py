@@ -16,7 +16,14 @@ from pathlib import Path
 from pydantic import Field
 
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 from subagents.tools.paths import PathText, display_path, resolve_path
 from subagents.tools.walk import (
     compile_glob,
@@ -31,7 +38,7 @@ MAX_RESULTS = 100
 DESCRIPTION = descriptions.GLOB.format(max_results=MAX_RESULTS)
 
 
-class GlobInput(ToolInput):
+class GlobInput(BuiltinToolInput):
     pattern: str = Field(description="The glob pattern to match files against.")
     path: PathText | None = Field(
         default=None,

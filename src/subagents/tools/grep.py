@@ -24,7 +24,14 @@ from typing import Literal
 from pydantic import Field
 
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 from subagents.tools.confined import open_confined
 from subagents.tools.glob import newest_first, search_directory
 from subagents.tools.paths import PathText, allowed_roots, display_path, resolve_path
@@ -48,7 +55,7 @@ DESCRIPTION = descriptions.GREP.format(
 )
 
 
-class GrepInput(ToolInput):
+class GrepInput(BuiltinToolInput):
     pattern: str = Field(description="The regular expression to search for in file contents.")
     path: PathText | None = Field(
         default=None, description="File or directory to search (default: working directory)."

@@ -19,14 +19,21 @@ from typing import Any, Literal
 from pydantic import Field
 
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 from subagents.tools.paths import resolve_path
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 EditMode = Literal["replace", "insert", "delete"]
 
 
-class NotebookEditInput(ToolInput):
+class NotebookEditInput(BuiltinToolInput):
     notebook_path: str = Field(description="The notebook (.ipynb) to edit.")
     cell_id: str | None = Field(
         default=None, description="Id of the cell to edit (or its 0-based index)."

@@ -23,7 +23,14 @@ from typing import BinaryIO
 from pydantic import Field
 
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 from subagents.tools.confined import OpenedFile, is_local, on_local_disks, open_tool_path
 from subagents.tools.paths import PathText
 
@@ -43,7 +50,7 @@ DESCRIPTION = descriptions.READ.format(
 )
 
 
-class ReadInput(ToolInput):
+class ReadInput(BuiltinToolInput):
     file_path: PathText = Field(description="The path of the file to read.")
     offset: int | None = Field(
         default=None,

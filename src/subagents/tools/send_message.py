@@ -23,10 +23,17 @@ from typing import Any
 from pydantic import Field
 
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 
 
-class SendMessageInput(ToolInput):
+class SendMessageInput(BuiltinToolInput):
     to: str = Field(min_length=1, description="Recipient: an agent name or an agent id")
     message: str | dict[str, Any] = Field(
         description=(

@@ -19,7 +19,7 @@ from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolOut
 class StructuredOutputInput(BaseModel):
     """Any JSON object: the caller's schema is checked in ``call`` (pydantic cannot hold it)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)  # only with --json-schema
 
 
 class StructuredOutputTool(Tool[StructuredOutputInput]):

@@ -11,12 +11,12 @@ from pydantic import Field
 
 from subagents.tools import descriptions
 from subagents.tools.base import (
+    BuiltinToolInput,
     CallInfo,
     TaskService,
     Tool,
     ToolContext,
     ToolError,
-    ToolInput,
     ToolOutput,
 )
 
@@ -31,7 +31,7 @@ def task_service(ctx: ToolContext) -> TaskService:
     return service
 
 
-class TaskOutputInput(ToolInput):
+class TaskOutputInput(BuiltinToolInput):
     task_id: str = Field(min_length=1, description="The task id (or agent name)")
     block: bool = Field(default=True, description="Wait for the task to finish")
     timeout: int = Field(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pydantic import Field
 
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolInput, ToolOutput
+from subagents.tools.base import BuiltinToolInput, CallInfo, Tool, ToolContext, ToolOutput
 from subagents.tools.task_output import task_service
 
 
-class TaskStopInput(ToolInput):
+class TaskStopInput(BuiltinToolInput):
     task_id: str = Field(min_length=1, description="The task id (or agent name) to stop")
 
 

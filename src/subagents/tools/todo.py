@@ -16,7 +16,7 @@ from pydantic import Field
 
 from subagents.events import ProgressEvent
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolInput, ToolOutput
+from subagents.tools.base import BuiltinToolInput, CallInfo, Tool, ToolContext, ToolOutput
 
 TodoStatus = Literal["pending", "in_progress", "completed"]
 MAX_TODOS = 100
@@ -24,7 +24,7 @@ MAX_CONTENT_CHARS = 500
 _MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
 
-class TodoItem(ToolInput):
+class TodoItem(BuiltinToolInput):
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS, description="The step")
     status: TodoStatus = Field(description="pending, in_progress or completed")
     activeForm: str | None = Field(
@@ -32,7 +32,7 @@ class TodoItem(ToolInput):
     )
 
 
-class TodoWriteInput(ToolInput):
+class TodoWriteInput(BuiltinToolInput):
     todos: list[TodoItem] = Field(max_length=MAX_TODOS, description="The whole updated list")
 
 

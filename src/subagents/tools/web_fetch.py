@@ -26,7 +26,14 @@ from urllib.parse import urljoin, urlsplit
 from pydantic import Field
 
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 
 MAX_BYTES = 5 * 1024 * 1024
 MAX_CHARS = 100_000
@@ -39,7 +46,7 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 USER_AGENT = "subagents-webfetch/0.1"
 
 
-class WebFetchInput(ToolInput):
+class WebFetchInput(BuiltinToolInput):
     url: str = Field(min_length=1, max_length=4000, description="The http(s) URL to fetch.")
     prompt: str | None = Field(default=None, description="What you are looking for on the page.")
 

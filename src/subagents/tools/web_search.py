@@ -16,7 +16,14 @@ from urllib.parse import urlsplit
 from pydantic import Field
 
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 
 MAX_RESULTS = 10
 NO_BACKEND = (
@@ -45,7 +52,7 @@ class SearchBackend(Protocol):
     ) -> list[SearchResult]: ...
 
 
-class WebSearchInput(ToolInput):
+class WebSearchInput(BuiltinToolInput):
     query: str = Field(min_length=2, max_length=500, description="The search query.")
     allowed_domains: list[str] | None = Field(default=None, description="Only these sites.")
     blocked_domains: list[str] | None = Field(default=None, description="Never these sites.")

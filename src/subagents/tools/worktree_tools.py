@@ -23,7 +23,14 @@ from pydantic import Field
 
 from subagents.hooks.config import HookConfig
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 
 if TYPE_CHECKING:
     from subagents.worktrees.git import Worktree
@@ -47,7 +54,7 @@ class WorktreeSession:
     previous_roots: tuple[Path, ...] = ()
 
 
-class EnterWorktreeInput(ToolInput):
+class EnterWorktreeInput(BuiltinToolInput):
     name: str | None = Field(
         default=None,
         pattern=_NAME_PATTERN,
@@ -55,7 +62,7 @@ class EnterWorktreeInput(ToolInput):
     )
 
 
-class ExitWorktreeInput(ToolInput):
+class ExitWorktreeInput(BuiltinToolInput):
     action: Literal["keep", "remove"] = Field(
         description='"keep" leaves the worktree on disk; "remove" deletes it and its branch.'
     )

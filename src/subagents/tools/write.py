@@ -17,14 +17,21 @@ import os
 from pydantic import Field
 
 from subagents.tools import descriptions
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolInput, ToolOutput
+from subagents.tools.base import (
+    BuiltinToolInput,
+    CallInfo,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 from subagents.tools.confined import on_local_disks, open_tool_path
 from subagents.tools.paths import PathText
 
 DESCRIPTION = descriptions.WRITE
 
 
-class WriteInput(ToolInput):
+class WriteInput(BuiltinToolInput):
     file_path: PathText = Field(description="The path of the file to write.")
     content: str = Field(description="The full content to write to the file.")
 
