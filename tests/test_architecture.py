@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("providers and storage", ("subagents.models", "subagents.store", "subagents.observe")),
-    ("the tool contract", ("subagents.tools.base",)),
+    ("the tool contract", ("subagents.tools.base", "subagents.tools.input_schemas")),
     ("hooks", ("subagents.hooks",)),
     ("worktrees", ("subagents.worktrees",)),
     ("tools and permissions", ("subagents.tools", "subagents.permissions")),
