@@ -40,10 +40,34 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a coordinating agent that delegates to sub-agents. Subcommands: "
         "agents, tasks, transcript, model, worktrees, mcp, teams (subagents COMMAND --help).",
         allow_abbrev=False,
+        formatter_class=OneSizeFormatter,
     )
     add_headless_arguments(parser)
     add_mcp_arguments(parser)
     return parser
+
+
+class OneSizeFormatter(argparse.HelpFormatter):
+    """argparse's formatter, asking the terminal its width once per process: ``add_argument``
+    makes a formatter to check each argument's metavar, and every one asked (an ``ioctl`` on
+    stdout and two environment look-ups, ~50 times per ``-p`` start-up)."""
+
+    _columns: int | None = None
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        if width is None:
+            if OneSizeFormatter._columns is None:
+                import shutil
+
+                OneSizeFormatter._columns = shutil.get_terminal_size().columns
+            width = OneSizeFormatter._columns - 2  # what argparse subtracts
+        super().__init__(prog, indent_increment, max_help_position, width)
 
 
 def build_command_parser() -> argparse.ArgumentParser:

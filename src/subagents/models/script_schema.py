@@ -27,6 +27,20 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _new_list() -> list[Any]:
+    return []
+
+
+def _new_dict() -> dict[str, Any]:
+    return {}
+
+
+# The default factories are Python functions, not ``list`` and ``dict``: pydantic asks each
+# factory's signature when it builds the model, and a builtin's is parsed from its text
+# signature by ``tokenize`` (compiling tokenize's regular expressions first): ~14 M instructions
+# of a scripted start-up, for the same empty list or dict.
+
+
 def _check_regex(value: str) -> str:
     try:
         re.compile(value)
@@ -40,7 +54,7 @@ class ScriptToolCall(_Strict):
 
     name: str = Field(min_length=1)
     """The tool's name, as the agent's tool list spells it."""
-    input: dict[str, Any] = Field(default_factory=dict)
+    input: dict[str, Any] = Field(default_factory=_new_dict)
     """The tool input; every string in it may hold templates."""
 
 
@@ -67,7 +81,7 @@ class ScriptTurn(_Strict):
 
     text: str | None = None
     """The answer's text (templates allowed); comes before the tool calls."""
-    tool_calls: list[ScriptToolCall] = Field(default_factory=list)
+    tool_calls: list[ScriptToolCall] = Field(default_factory=_new_list)
     """Tool calls, served as ``tool_use`` blocks with ids ``toolu_<agent>_<turn>_<i>``."""
     delay_ms: float = Field(default=0, ge=0)
     """Wait this long before answering (cancellable), e.g. to keep a child running."""
@@ -78,7 +92,7 @@ class ScriptTurn(_Strict):
     """Reported usage, verbatim (missing counters are 0); absent means an estimate."""
     error: ErrorSpec | None = None
     """Fail the next ``times`` calls first, then serve this turn."""
-    capture: dict[str, str] = Field(default_factory=dict)
+    capture: dict[str, str] = Field(default_factory=_new_dict)
     """NAME -> regex searched in the last user message; kept as ``{{capture.NAME}}``."""
 
     @field_validator("capture")
@@ -99,7 +113,7 @@ class ScriptAgent(_Strict):
     """Only agents of this type (``main``, ``fork``, a definition's name); absent = any."""
     match: str | None = None
     """A regex searched in the agent's prompt; its groups are ``{{match.N}}``. Absent = any."""
-    turns: list[ScriptTurn] = Field(default_factory=list)
+    turns: list[ScriptTurn] = Field(default_factory=_new_list)
     """Served in order, one per request of the bound agent."""
 
     @field_validator("match")
@@ -113,7 +127,7 @@ class ScriptFile(_Strict):
 
     record: str | None = None
     """A JSONL file (relative to the script's folder) receiving every request."""
-    agents: list[ScriptAgent] = Field(default_factory=list)
+    agents: list[ScriptAgent] = Field(default_factory=_new_list)
     """Entries in priority order: an agent binds to the first that fits."""
 
 
