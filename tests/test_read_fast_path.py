@@ -7,6 +7,7 @@ created where reading is denied, network file systems kept off the loop."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
 import os
 import random
@@ -19,7 +20,7 @@ import pytest
 
 from subagents.abort import AbortSignal
 from subagents.events import AgentRef
-from subagents.tools import confined
+from subagents.tools import beneath, confined
 from subagents.tools import read as read_module
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolOutput
 from subagents.tools.edit import EditTool
@@ -29,8 +30,16 @@ from subagents.tools.write import WriteTool
 READS = 300
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
+@pytest.fixture(params=["openat2", "walk"])
+def repo(tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project folder; every test runs twice: plain paths opened whole (``openat2``) and
+    opened one component at a time (where ``openat2`` is missing)."""
+    if request.param == "walk":
+        monkeypatch.setattr(beneath, "_disabled", True)
+    else:
+        import ctypes  # loaded by something else in a real run (syncfs on a disk)
+
+        assert ctypes
     root = tmp_path / "repo"
     root.mkdir()
     (tmp_path / "outside").mkdir()
@@ -303,3 +312,75 @@ def test_path_text_is_measured_in_the_bytes_the_file_system_sees(
     else:
         with pytest.raises(ValueError, match=error):
             ReadTool.input_model.model_validate({"file_path": path})
+
+
+def test_a_link_on_the_way_fails_the_whole_open_and_the_walk_decides(repo: Path) -> None:
+    """``lstat`` follows a link before the last name, so it sees a regular file; the open
+    itself follows none (``ELOOP``), and the caller resolves the path and confines it."""
+    outside = repo.parent / "outside"
+    (outside / "f.txt").write_text("TOP SECRET\n")
+    (repo / "out").symlink_to(outside)
+    path = f"{repo}/out/f.txt"
+    if beneath._disabled:
+        assert confined._open_whole(path, os.O_RDONLY) is None
+        return
+    with pytest.raises(OSError) as caught:
+        beneath.open_no_symlinks(path, os.O_RDONLY)
+    assert caught.value.errno == errno.ELOOP
+    with pytest.raises(confined.SymlinkOnPath):
+        confined._open_whole(path, os.O_RDONLY)
+
+
+def test_a_fifo_swapped_in_after_the_stat_is_closed_unread(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fifo = repo / "pipe"
+    os.mkfifo(fifo)
+    regular = os.stat(__file__)
+    real_stat = os.stat
+
+    def stale(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        return regular if str(path) == str(fifo) else real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stale)  # the stat saw a file; a FIFO is there at the open
+    if beneath._disabled:
+        assert confined._open_whole(str(fifo), os.O_RDONLY) is None
+        return
+    with pytest.raises(ToolError, match="named pipe"):
+        confined._open_whole(str(fifo), os.O_RDONLY)
+
+
+async def test_a_kernel_without_openat2_is_asked_once_then_the_walk_serves(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctypes
+
+    asked: list[bytes] = []
+
+    def refusing(path: bytes, flags: int) -> int:
+        asked.append(path)
+        ctypes.set_errno(errno.ENOSYS)
+        return -1
+
+    walk_only = beneath._disabled
+    monkeypatch.setattr(beneath, "_make_opener", lambda: refusing)
+    monkeypatch.setattr(beneath, "_disabled", walk_only)  # restored after the test
+    (repo / "f.txt").write_text("one\n")
+    ctx = context(repo)
+    assert await read(ctx, file_path="f.txt") == "     1\tone"
+    assert await read(ctx, file_path="f.txt") == "     1\tone"
+    assert len(asked) == (0 if walk_only else 1)
+
+
+def test_ctypes_is_never_loaded_for_openat2_alone(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading ``ctypes`` costs what ~300-400 Reads save: without it in ``sys.modules``, the
+    walk serves and nothing imports it."""
+    import sys
+
+    monkeypatch.delitem(sys.modules, "ctypes", raising=False)
+    (repo / "f.txt").write_text("one\n")
+    assert asyncio.run(read(context(repo), file_path="f.txt")) == "     1\tone"
+    assert "ctypes" not in sys.modules
+    assert beneath.open_no_symlinks(str(repo / "f.txt"), os.O_RDONLY) is None

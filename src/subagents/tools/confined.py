@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from subagents.store.atomic import file_system_kind
+from subagents.tools import beneath
 from subagents.tools.base import ToolContext, ToolError
 from subagents.tools.paths import (
     allowed_roots,
@@ -136,7 +137,9 @@ def open_tool_path(
         if denied_reads and flags & os.O_CREAT:
             refuse_denied_read(path, ctx)  # nothing may be made where reading is denied
         try:
-            opened = _open_below(root, below.split("/"), path, flags, make_parents)
+            opened = _open_whole(path, flags) if not flags & os.O_CREAT else None
+            if opened is None:
+                opened = _open_below(root, below.split("/"), path, flags, make_parents)
         except SymlinkOnPath:
             pass  # a link on the way: resolve it (it may lead outside) and open the result
         except OSError as exc:
@@ -153,6 +156,33 @@ def open_tool_path(
         return path, open_confined(resolved, allowed_roots(ctx), flags, make_parents=make_parents)
     except OSError as exc:
         raise explain(path, exc) from None
+
+
+def _open_whole(path: str, flags: int) -> OpenedFile | None:
+    """``path`` (absolute, no ``..``) opened in one call that follows no link
+    (``beneath.open_no_symlinks``) when it is a regular file now; None: take the walk, which
+    also says what anything else is (missing, a folder, a FIFO, a link)."""
+    if not beneath.ready():
+        return None
+    try:
+        before = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    if not stat_module.S_ISREG(before.st_mode):
+        return None
+    try:
+        fd = beneath.open_no_symlinks(path, flags | _FILE_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link on the way, or swapped in since the stat
+            raise SymlinkOnPath(f"{path}: a symbolic link on the way") from None
+        raise
+    if fd is None:
+        return None
+    status = os.fstat(fd)
+    if not stat_module.S_ISREG(status.st_mode):  # swapped in since the stat (O_NONBLOCK)
+        os.close(fd)
+        raise ToolError(_special(path, status.st_mode))
+    return OpenedFile(fd=fd, existed=True, stat=status)
 
 
 def _refuse_opened(opened: OpenedFile, path: str, ctx: ToolContext) -> None:
