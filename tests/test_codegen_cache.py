@@ -6,8 +6,10 @@ A run's start-up CPU is measured in ``bench/startup.py``, never here.
 
 from __future__ import annotations
 
+import json
 import marshal
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -110,3 +112,56 @@ def test_nothing_is_written_without_bytecode_or_when_turned_off(tmp_path: Path) 
     _run(tmp_path, PYTHONDONTWRITEBYTECODE="1")
     _run(tmp_path, SUBAGENTS_CODEGEN_CACHE="0")
     assert not (tmp_path / "home" / "cache").exists()
+
+
+FIELDS_PROBE = """
+from __future__ import annotations
+import dataclasses, json, os, sys, typing
+from dataclasses import InitVar, dataclass, field, fields
+from typing import ClassVar
+from typing import ClassVar as CV
+if sys.argv[1] == "installed":
+    from subagents.cli import codegen_cache
+    codegen_cache.install()
+    assert type(dataclasses._MODULE_IDENTIFIER_RE).__name__ == "_RememberedMatch"
+shapes = []
+for _ in range(2):  # the second class matches every text again, from the memory
+    @dataclass
+    class Probe:
+        plain: int = 0
+        optional: str | None = None
+        shared: ClassVar[int] = 1
+        aliased: CV[list[int]] = []
+        dotted: typing.ClassVar[str] = "x"
+        seed: InitVar[int] = 0
+        dotted_seed: dataclasses.InitVar[str] = ""
+        spaced: " ClassVar [int]" = 2
+        items: list[str] = field(default_factory=list)
+        def __post_init__(self, seed, dotted_seed):
+            pass
+    every = Probe.__dataclass_fields__
+    shapes.append([(name, str(f._field_type)) for name, f in every.items()]
+                  + [[f.name for f in fields(Probe)]])
+print(json.dumps(shapes))
+"""
+
+
+def test_the_remembered_annotation_match_finds_the_same_fields(tmp_path: Path) -> None:
+    """``install`` remembers ``dataclasses``' ClassVar/InitVar pattern matches per text: the
+    fields and their kinds come out as without it."""
+    env = {**os.environ, "SUBAGENTS_HOME": str(tmp_path / "home"), "SUBAGENTS_CODEGEN_CACHE": "1"}
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-c", FIELDS_PROBE, mode],
+            env=env, capture_output=True, text=True, check=True,
+        ).stdout
+        for mode in ("plain", "installed")
+    ]  # fmt: skip
+    assert outputs[0] == outputs[1]
+    shapes = json.loads(outputs[0])
+    assert shapes[0] == shapes[1]
+    kinds = dict(shapes[0][:-1])
+    assert kinds["plain"] == kinds["items"] == "_FIELD"
+    classvars = ("shared", "aliased", "dotted")
+    assert {kinds[name] for name in classvars} == {"_FIELD_CLASSVAR"}
+    assert kinds["seed"] == kinds["dotted_seed"] == "_FIELD_INITVAR"
