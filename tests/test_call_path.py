@@ -24,8 +24,13 @@ from subagents import (
     ToolContext,
     ToolInput,
     ToolOutput,
+    Usage,
     core_tools,
 )
+from subagents.agents.agent_run import AgentRun
+from subagents.distributed.remote import Progress, apply_progress, progress_of
+from subagents.events import AgentRef
+from subagents.loop.query import LoopStats
 from subagents.models.base import MessageDone, ModelRequest, StreamEvent
 
 
@@ -131,6 +136,45 @@ async def test_recent_activities_are_the_last_five_calls_however_many_a_turn_mad
     assert stats.activities == [f"Step: {p}" for p in ("p3", "p4", "p5", "p6", "last")]
     assert stats.tool_use_count == 8
     assert stats.num_turns == 3
+
+
+async def test_every_call_of_a_loop_sends_its_one_request_with_the_live_history(
+    tmp_path: Path,
+) -> None:
+    seen: list[tuple[ModelRequest, int, str]] = []
+
+    def answer(request: ModelRequest) -> dict[str, Any]:
+        seen.append((request, len(request.messages), request.model))
+        if len(seen) == 1:
+            return {"tool_calls": [step("a")]}
+        return {"text": "done"}
+
+    model = ScriptedModel.from_function(answer, name="fn-model")
+    opts = options(tmp_path, main_turns())
+    opts.model = model
+    result = await Session(opts).run("go")
+    assert result.result == "done"
+    (first, one, model_name), (second, three, _) = seen
+    assert second is first  # built once per loop, not per call
+    assert (one, three, model_name) == (1, 3, "fn-model")
+    assert first.messages is result.agents[0].messages  # the live history, grown in place
+    assert first.metadata.agent_type == "main" and first.metadata.prompt == "go"
+
+
+def test_activities_are_described_when_read_and_a_remote_report_is_kept_as_sent() -> None:
+    stats = LoopStats()
+    stats.recent_calls += [
+        {"type": "tool_use", "id": "t1", "name": "Grep", "input": {"pattern": "TODO"}},
+        {"type": "tool_use", "id": "t2", "name": "Note", "input": {"text": "x"}},
+    ]
+    assert stats.activities == ["Grep: TODO", "Note"]
+    assert progress_of(stats).activities == ("Grep: TODO", "Note")
+    # A driver's copy of a remote child takes the node's described activities as they came.
+    run = AgentRun(ref=AgentRef(agent_id="a1", agent_type="worker"))
+    sent = Progress(num_turns=2, tool_use_count=2, usage=Usage(), activities=("Read: f", "Bash"))
+    apply_progress(run, sent)
+    assert run.stats.activities == ["Read: f", "Bash"]
+    assert (run.stats.num_turns, run.stats.tool_use_count) == (2, 2)
 
 
 class StreamOnly:

@@ -602,6 +602,8 @@ async def test_function_model_async_and_error_turn_is_not_asked_again() -> None:
             await complete(model, request())
     assert text_of(await complete(model, request())) == "answer 1"
     assert calls == 1
+    # The first failure is the function's turn, the second its pending one: both recorded.
+    assert [r.get("error") for r in model.requests] == ["overloaded", "overloaded", None]
 
 
 async def test_function_model_bad_result_is_a_script_error() -> None:

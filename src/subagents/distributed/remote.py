@@ -105,7 +105,7 @@ def apply_progress(run: AgentRun, progress: Progress) -> None:
     stats.num_turns = progress.num_turns
     stats.tool_use_count = progress.tool_use_count
     stats.usage = progress.usage
-    stats.activities[:] = progress.activities
+    stats.activities = progress.activities
 
 
 def apply_end(run: AgentRun, ended: Ended) -> None:

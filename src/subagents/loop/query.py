@@ -59,7 +59,7 @@ from subagents.tools.base import Tool, ToolContext
 MAX_OUTPUT_TOKENS = 8192
 """Output tokens asked for per model call."""
 _ACTIVITIES_KEPT = 5
-"""``LoopStats.activities`` keeps the last this many tool calls."""
+"""``LoopStats.recent_calls`` keeps the last this many tool calls."""
 _NEVER = 1 << 62
 """``compact_at`` when automatic compaction is off: no count reaches it."""
 
@@ -161,8 +161,23 @@ class LoopStats:
     """Wall time spent waiting for model calls (``duration_api_ms``)."""
     cost_usd: float = 0.0
     """US dollars of every call of this agent (``models.pricing``; unknown models are free)."""
-    activities: list[str] = field(default_factory=list)
+    recent_calls: list[ToolUseBlock | str] = field(default_factory=list)
+    """The last ``_ACTIVITIES_KEPT`` tool calls, described only when ``activities`` is read
+    (rarely: a progress report, a supervision line) rather than on every call; a string is an
+    activity described already (a remote node's report)."""
     call_outputs: list[CallResult] = field(default_factory=list)
+
+    @property
+    def activities(self) -> list[str]:
+        """The last few tool calls in a few words (``describe_call``), oldest first."""
+        return [
+            call if isinstance(call, str) else describe_call(call["name"], call["input"])
+            for call in self.recent_calls
+        ]
+
+    @activities.setter
+    def activities(self, activities: Sequence[str]) -> None:
+        self.recent_calls = list(activities)
 
 
 @dataclass(kw_only=True)
@@ -211,14 +226,25 @@ class _Loop:
         """Whether any limit is set (no budget: no check before each call)."""
         if self.compact_at != _NEVER and not self.stats.context_tokens:
             self.stats.context_tokens = history_tokens(spec.system, spec.messages)
-        # The same for every call of this loop; a request only reads it.
-        self.metadata = RequestMetadata(
-            agent_id=self.ctx.agent.agent_id,
-            agent_type=self.ctx.agent.agent_type,
-            prompt=spec.prompt,
-            team_name=spec.team_name,
-            name=spec.member_name,
+        self.request = ModelRequest(
+            model="",
+            system=spec.system,
+            messages=spec.messages,
+            tools=self.schemas,
+            metadata=RequestMetadata(
+                agent_id=self.ctx.agent.agent_id,
+                agent_type=self.ctx.agent.agent_type,
+                prompt=spec.prompt,
+                team_name=spec.team_name,
+                name=spec.member_name,
+            ),
+            max_tokens=spec.max_output_tokens,
+            thinking=spec.thinking,
+            abort=spec.ctx.abort,
         )
+        """Every model call of this loop sends this one request: each field is the same object on
+        every call (``messages`` is the live history, changed in place; the caller sets
+        ``model``), so it is built once, not per call (a class call with eight keywords)."""
 
     async def run(self) -> LoopOutcome:
         spec, ctx = self.spec, self.ctx
@@ -328,21 +354,11 @@ class _Loop:
     async def _call_model(self) -> tuple[Message, list[ToolUseBlock]]:
         """One model call: the answer (already in the history) and its tool calls."""
         spec, stats, ctx = self.spec, self.stats, self.ctx
-        request = ModelRequest(
-            model="",
-            system=spec.system,
-            messages=spec.messages,
-            tools=self.schemas,
-            metadata=self.metadata,
-            max_tokens=spec.max_output_tokens,
-            thinking=spec.thinking,
-            abort=ctx.abort,
-        )
         caller = spec.caller
         if caller.on_notice is None:
             caller.on_notice = self._notice
         started = time.monotonic()
-        done = await caller.call(request)
+        done = await caller.call(self.request)
         stats.api_ms += int((time.monotonic() - started) * 1000)
         usage = done.usage
         stats.num_turns += 1
@@ -376,11 +392,10 @@ class _Loop:
         )
         if calls:
             stats.tool_use_count += len(calls)
-            activities = stats.activities
-            for call in calls:
-                activities.append(describe_call(call["name"], call["input"]))
-            if len(activities) > _ACTIVITIES_KEPT:
-                del activities[:-_ACTIVITIES_KEPT]
+            recent = stats.recent_calls
+            recent += calls
+            if len(recent) > _ACTIVITIES_KEPT:
+                del recent[:-_ACTIVITIES_KEPT]
         if spec.on_turn is not None:
             spec.on_turn(stats)
         return message, calls

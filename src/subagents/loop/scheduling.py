@@ -41,7 +41,9 @@ MAX_CONCURRENT_TOOLS = 10
 CANCELLED_MESSAGE = "Tool call cancelled: the agent was stopped before this call finished."
 
 
-@dataclass(kw_only=True, slots=True)
+# Positional fields (no ``kw_only``) for these two: each is built once per tool call, and a
+# class called with keywords packs them into a dict and unpacks it again for ``__init__``.
+@dataclass(slots=True)
 class PreparedCall:
     """A tool_use block after lookup and validation."""
 
@@ -53,7 +55,7 @@ class PreparedCall:
     concurrency_safe: bool
 
 
-@dataclass(kw_only=True, slots=True)
+@dataclass(slots=True)
 class CallResult:
     block: ToolResultBlock
     tool_name: str
@@ -105,11 +107,7 @@ def prepare_calls(
             safe = bool(tool.is_concurrency_safe(args))
         except Exception:  # a broken flag runs the call alone
             safe = False
-        prepared.append(
-            PreparedCall(
-                index=index, block=block, tool=tool, args=args, error=None, concurrency_safe=safe
-            )
-        )
+        prepared.append(PreparedCall(index, block, tool, args, None, safe))
     return prepared
 
 
@@ -266,7 +264,7 @@ async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
     }
     if output.is_error:  # ``tool_result_block``, inlined: this runs for every call
         result["is_error"] = True
-    return CallResult(block=result, tool_name=name, output=output)
+    return CallResult(result, name, output)
 
 
 async def _authorize(

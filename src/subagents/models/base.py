@@ -73,7 +73,10 @@ class ToolSchema:
 
 @dataclass(kw_only=True, slots=True)
 class ModelRequest:
-    """Everything one model call needs. ``messages`` is the agent's live history: read-only."""
+    """Everything one model call needs. ``messages`` is the agent's live history: read-only.
+
+    A loop sends the same request object on each of its calls (only ``messages`` grows, in
+    place, and the caller sets ``model``): read it during the call, copy what you keep."""
 
     model: str
     system: str

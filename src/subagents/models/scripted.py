@@ -463,7 +463,11 @@ class ScriptedModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Serve one turn: its text in ``TextDelta`` pieces when the turn has ``stream_ms``,
         then the whole answer as one ``MessageDone``."""
-        state, turn = await self._take(request)
+        state, turn = self._take(request)
+        if turn is None:
+            turn = await self._ask(request, state)
+        if turn.delay_s:
+            await self._sleep(turn.delay_s)
         done = self._serve(state, turn, request)
         if turn.stream_s > 0:
             pieces = _text_pieces(done.message)
@@ -475,28 +479,47 @@ class ScriptedModel:
     async def respond(self, request: ModelRequest) -> MessageDone:
         """The ``MessageDone`` that ``stream`` yields, without the async generator around it
         (``models.base.complete`` calls this directly)."""
-        state, turn = await self._take(request)
+        state, turn = self._take(request)
+        if turn is None:
+            turn = await self._ask(request, state)
+        if turn.delay_s:
+            await self._sleep(turn.delay_s)
         return self._serve(state, turn, request)
 
-    async def _take(self, request: ModelRequest) -> tuple[_AgentState, _Turn]:
-        """Bind the agent, consume its next turn, record the request, wait ``delay_ms``."""
+    def _take(self, request: ModelRequest) -> tuple[_AgentState, _Turn | None]:
+        """Bind the agent, consume its next scripted turn and record the request; the caller
+        waits the turn's ``delay_ms``. None: the turn is the function's to give (``_ask``).
+        Not a coroutine: a scripted turn is at hand, and this runs for every call."""
         try:
             meta = request.metadata
             key = meta.agent_id if not meta.compaction else _compaction_key(meta)
             state = self._agents.get(key) or self._bind(meta, key)
-            if state.entry is None:
-                turn = self._consume(state, state.pending or await self._ask_function(request))
-            else:
+            if state.entry is not None:
                 turn = self._next_turn(state, state.entry)
+            elif state.pending is not None:
+                turn = self._consume(state, state.pending)
+            else:
+                return state, None
         except ModelError as error:
             if self._recording:
                 self._record(request, error.kind)
             raise
         if self._recording:
             self._record(request, None)
-        if turn.delay_s:
-            await self._sleep(turn.delay_s)
         return state, turn
+
+    async def _ask(self, request: ModelRequest, state: _AgentState) -> _Turn:
+        """The function's turn for ``state``, taken as a pending one (consumed and recorded
+        by ``_take``)."""
+        try:
+            state.pending = await self._ask_function(request)
+        except ModelError as error:
+            if self._recording:
+                self._record(request, error.kind)
+            raise
+        _, turn = self._take(request)
+        assert turn is not None
+        return turn
 
     async def _sleep(self, seconds: float) -> None:
         """``asyncio.sleep`` on the loop this model serves, remembered: on Python 3.11 every
