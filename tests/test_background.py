@@ -384,3 +384,104 @@ async def test_children_of_one_type_share_one_config_snapshot(tmp_path: Path) ->
     assert again is not explore and records.shared_config(again) is records.shared_config(explore)
     thinking = replace(explore, thinking={"type": "enabled"})  # unhashable: passed through
     assert records.shared_config(thinking) is thinking
+
+
+async def test_children_of_one_type_share_one_derived_permission_context(tmp_path: Path) -> None:
+    """Three workers and a reader: each child's permission context is its own type's (tools
+    capped by the definition, the reader's mode), the three workers hold one object (``child_permissions``),
+    each still has a checker of its own (plan mode replaces one child's context alone), and
+    a parent whose context changed gets a fresh derivation for its next children."""
+    from pydantic import BaseModel
+
+    from subagents.agents.agent_run import AgentFrame
+    from subagents.agents.agent_tool import AgentTool
+    from subagents.agents.definitions import load_definitions
+    from subagents.tools.base import CallInfo, Tool, ToolContext, ToolOutput
+
+    seen: list[Any] = []
+
+    class LookInput(BaseModel):
+        text: str = ""
+
+    class LookTool(Tool[LookInput]):
+        name = "Look"
+        description = "Record who calls."
+        input_model = LookInput
+
+        def is_read_only(self, args: LookInput) -> bool:
+            return True
+
+        async def call(self, args: LookInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+            assert isinstance(ctx.owner, AgentFrame)
+            seen.append((ctx.agent.agent_type, ctx.owner.permissions))
+            return ToolOutput(content="ok")
+
+    agents = {
+        "worker": {"description": "w", "prompt": "You work.", "tools": ["Look"]},
+        "reader": {
+            "description": "r",
+            "prompt": "You read.",
+            "tools": ["Look"],
+            "permissionMode": "plan",
+        },
+    }
+    import json
+
+    definitions = load_definitions(
+        cwd=tmp_path, home=tmp_path, subagents_home=tmp_path / "home", cli_agents=json.dumps(agents)
+    )
+    look = {"tool_calls": [{"name": "Look", "input": {"text": "x"}}]}
+    script = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            *(bg_call(f"job {i}", "worker") for i in range(3)),
+                            bg_call("read", "reader"),
+                        ]
+                    },
+                    *({"text": "ok"} for _ in range(6)),
+                ],
+            },
+            {"agent_type": "worker", "turns": [look, {"text": "done"}]},
+            {"agent_type": "reader", "turns": [look, {"text": "done"}]},
+        ]
+    }
+    session = Session(
+        SessionOptions(
+            model=ScriptedModel.from_dict(script),
+            cwd=tmp_path,
+            home=tmp_path / "home",
+            tools=[AgentTool(), LookTool()],
+            definitions=definitions,
+        )
+    )
+    await session.run("go")
+    workers = [checker for agent_type, checker in seen if agent_type == "worker"]
+    readers = [checker for agent_type, checker in seen if agent_type == "reader"]
+    assert len(workers) == 3 and len(readers) == 1
+    assert len({id(c) for c in workers}) == 3  # a checker each
+    assert len({id(c.context) for c in workers}) == 1  # one derived context
+    assert workers[0].context.tools == frozenset({"Look"})
+    assert readers[0].context is not workers[0].context  # its own type's derivation
+    assert (readers[0].context.mode, workers[0].context.mode) == ("plan", "default")
+    runtime = session.runtime
+    parent = runtime.permissions
+    assert parent is not None
+    definition = runtime.definitions.find("worker")
+    tools = list(runtime._child_contexts.values())[0].tools
+    derived: list[int] = []
+
+    def derive() -> Any:
+        derived.append(1)
+        return workers[0].context
+
+    shared = runtime.child_permissions(parent.context, definition, None, tools, derive)
+    assert shared is workers[0].context and not derived  # the entry the workers used
+    from dataclasses import replace
+
+    changed = replace(parent.context, mode="plan")  # the parent's context changed
+    runtime.child_permissions(changed, definition, None, tools, derive)
+    assert derived == [1]

@@ -750,3 +750,31 @@ async def test_deny_rules_enforced_inside_a_child_agent(repo: Path) -> None:
     assert "'Bash(curl:*)'" in curl.message
     env = await check(child, READ, repo, agent_id="c1", file_path="src/pkg/.env")
     assert env.behavior == "deny"
+
+
+def test_a_childs_checker_carries_every_field_but_its_context_and_placement(
+    tmp_path: Path,
+) -> None:
+    """``for_child`` copies the parent's checker field by field (no ``dataclasses.replace``):
+    a field added later must reach every child too."""
+    from dataclasses import fields
+
+    async def ask(_: Any) -> bool:
+        return True
+
+    parent = PermissionChecker(
+        context=PermissionContext(project_root=tmp_path, mode="acceptEdits"),
+        ask_callback=ask,
+        ask_timeout=7.0,
+        route_background_asks=False,
+        denial_limits=None,
+    )
+    context = derive_child(parent.context, requested_mode="plan")
+    child = parent.for_child(context, background=True)
+    assert child is not parent and type(child) is PermissionChecker
+    assert child.context is context and child.background and not parent.background
+    for item in fields(PermissionChecker):
+        if item.name not in ("context", "background"):
+            assert getattr(child, item.name) is getattr(parent, item.name), item.name
+    child.context = derive_child(context, requested_mode="default")
+    assert parent.context.mode == "acceptEdits"  # a child's own context changes alone

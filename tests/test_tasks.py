@@ -332,3 +332,23 @@ def test_ids_are_a_type_letter_and_eight_alphabet_characters_and_nothing_else_pa
         "aa123456é",
     ):
         assert not is_valid_id(bad), bad
+
+
+def test_a_forked_process_never_hands_out_its_parents_next_ids() -> None:
+    """Ids are drawn 64 at a time: a fork must not inherit the undrawn ones."""
+    import os
+
+    from subagents.ids import new_id
+
+    new_id()  # the pool now holds ids the parent will hand out next
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child process
+        os.write(write, " ".join(new_id() for _ in range(64)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split())
+    parent = {new_id() for _ in range(64)}
+    assert len(child) == 64 and not child & parent

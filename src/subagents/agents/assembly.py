@@ -26,7 +26,7 @@ from subagents.events import AgentRef, SystemEvent
 from subagents.hooks.engine import HookEngine
 from subagents.ids import new_id
 from subagents.permissions.checker import PermissionChecker
-from subagents.permissions.context import derive_child
+from subagents.permissions.context import PermissionContext, derive_child
 from subagents.tools.base import CanUseTool, PermissionResult, Tool, ToolContext
 
 
@@ -53,7 +53,7 @@ def assemble(
         team=spec.team,
         mode_ceiling=parent.permission_mode,
     )
-    checker = _checker(parent, spec)
+    checker = _checker(runtime, parent, spec)
     if checker is not None:
         frame.permissions = checker
         frame.permission_mode = checker.context.mode
@@ -140,19 +140,29 @@ def _run(ref: AgentRef, spec: ChildSpec, parent: AgentFrame) -> AgentRun:
     )
 
 
-def _checker(parent: AgentFrame, spec: ChildSpec) -> PermissionChecker | None:
-    """The child's checker: the parent's context capped by the definition and the call."""
+def _checker(
+    runtime: AgentRuntime, parent: AgentFrame, spec: ChildSpec
+) -> PermissionChecker | None:
+    """The child's checker: the parent's context capped by the definition and the call (the
+    derived context shared by siblings of one type: ``AgentRuntime.child_permissions``)."""
     if parent.permissions is None:
         return None
+    parent_context = parent.permissions.context
     if spec.inherit_permissions:
-        return parent.permissions.for_child(parent.permissions.context)
+        return parent.permissions.for_child(parent_context)
     definition = spec.definition
-    context = derive_child(
-        parent.permissions.context,
-        definition_mode=definition.permission_mode if definition is not None else None,
-        requested_mode=spec.requested_mode,
-        tools=spec.tool_names(),
-        disallowed_tools=definition.disallowed_tools if definition is not None else (),
+
+    def derive() -> PermissionContext:
+        return derive_child(
+            parent_context,
+            definition_mode=definition.permission_mode if definition is not None else None,
+            requested_mode=spec.requested_mode,
+            tools=spec.tool_names(),
+            disallowed_tools=definition.disallowed_tools if definition is not None else (),
+        )
+
+    context = runtime.child_permissions(
+        parent_context, definition, spec.requested_mode, spec.tools, derive
     )
     return parent.permissions.for_child(context)
 

@@ -34,7 +34,7 @@ from subagents.agents.results import launched_output, notice_for
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.supervision import Supervisor, append_output
 from subagents.agents.tasks import TaskOutputError, TaskRegistry, TaskState, open_output_file
-from subagents.events import NotificationEvent, SystemEvent
+from subagents.events import NotificationEvent, SystemEvent, discard
 from subagents.loop.inbox import Inbox, InboxItem
 from subagents.loop.query import LoopStats
 from subagents.store.capabilities import StopRequests
@@ -123,19 +123,20 @@ class Children:
         if name:
             self.names[name] = run.agent_id
         self.registry.start(run.agent_id)
-        runtime.emit(
-            SystemEvent(
-                agent=run.ref,
-                subtype="agent_started",
-                data={
-                    "task_id": run.agent_id,
-                    "description": run.description,
-                    "task_type": "local_agent",
-                    "tool_use_id": run.tool_use_id,
-                    "background": run.is_background,
-                },
+        if runtime.sink is not discard:  # nobody watching: no event built per child
+            runtime.emit(
+                SystemEvent(
+                    agent=run.ref,
+                    subtype="agent_started",
+                    data={
+                        "task_id": run.agent_id,
+                        "description": run.description,
+                        "task_type": "local_agent",
+                        "tool_use_id": run.tool_use_id,
+                        "background": run.is_background,
+                    },
+                )
             )
-        )
         if self.records is not None:
             durability.started(self.records, job, state)
             _track_activity(job, self.records)
@@ -209,6 +210,8 @@ class Children:
         self.notify(
             run.ref.parent_agent_id or "", InboxItem(id=notification_id(run.agent_id), text=text)
         )
+        if self.runtime.sink is discard:
+            return
         self.runtime.emit(
             NotificationEvent(
                 agent=run.ref,  # the child the notification is about

@@ -30,6 +30,7 @@ from subagents.models.resolve import resolve_alias
 from subagents.models.retry import ModelCaller, ObservedModelCaller, RetryPolicy
 from subagents.observe import RunObserver
 from subagents.permissions.checker import PermissionChecker
+from subagents.permissions.context import PermissionContext
 from subagents.state import ProjectState
 from subagents.tools.base import Tool
 
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 
 TOOLSETS_KEPT = 64
 """Distinct (definition, parent tools) pairs a session keeps tool lists for."""
+
+CHILD_CONTEXTS_KEPT = 64
+"""Distinct derived permission contexts a session keeps for sharing (``child_permissions``)."""
 
 
 @dataclass(kw_only=True)
@@ -78,6 +82,9 @@ class AgentRuntime:
         default_factory=dict, init=False, repr=False, compare=False
     )
     _toolsets: dict[tuple[int, int], _ToolsetEntry] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _child_contexts: dict[tuple[int, int, str | None, int], _ContextEntry] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -155,6 +162,28 @@ class AgentRuntime:
             self._toolsets[key] = _ToolsetEntry(definition, parent_tools, tools, schemas)
         return tools, schemas
 
+    def child_permissions(
+        self,
+        parent: PermissionContext,
+        definition: AgentDefinition | None,
+        requested_mode: str | None,
+        tools: list[Tool[Any]],
+        derive: Callable[[], PermissionContext],
+    ) -> PermissionContext:
+        """``derive()``, once per parent context, definition, requested mode and tool list of
+        the session: a child's permission context is a function of those four (all frozen or
+        never changed in place), and a thousand children of one type would otherwise derive
+        and hold a thousand equal contexts. A parent whose context changes (plan mode, an
+        updated rule) has a new object, so a new entry. Entries keep their keys' objects."""
+        key = (id(parent), id(definition), requested_mode, id(tools))
+        hit = self._child_contexts.get(key)
+        if hit is not None and hit.matches(parent, definition, tools):
+            return hit.context
+        context = derive()
+        if len(self._child_contexts) < CHILD_CONTEXTS_KEPT:
+            self._child_contexts[key] = _ContextEntry(parent, definition, tools, context)
+        return context
+
     def transcript_for(self, agent_id: str) -> Path | None:
         if not self.transcripts:
             return None
@@ -200,6 +229,19 @@ class _ToolsetEntry:
     parent_tools: list[Tool[Any]]
     tools: list[Tool[Any]]
     schemas: list[ToolSchema]
+
+
+@dataclass(frozen=True, slots=True)
+class _ContextEntry:
+    parent: PermissionContext
+    definition: AgentDefinition | None
+    tools: list[Tool[Any]]
+    context: PermissionContext
+
+    def matches(
+        self, parent: PermissionContext, definition: AgentDefinition | None, tools: list[Tool[Any]]
+    ) -> bool:
+        return self.parent is parent and self.definition is definition and self.tools is tools
 
 
 @dataclass(slots=True, frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -160,8 +160,13 @@ class PermissionChecker:
     def for_child(
         self, context: PermissionContext, *, background: bool = False
     ) -> PermissionChecker:
-        """A checker for a child: its own context, the same prompt channel and denial book."""
-        return replace(self, context=context, background=background)
+        """A checker for a child: its own context, the same prompt channel and denial book.
+        Every field is carried over (``dataclasses.replace`` without its per-field argument
+        handling and ``__init__``: a checker per child of a 1,000-child swarm)."""
+        child = object.__new__(type(self))
+        child.__dict__.update(self.__dict__)
+        child.context, child.background = context, background
+        return child
 
     def _record_denial(self, tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> None:
         self.denied.append(
