@@ -485,3 +485,44 @@ async def test_children_of_one_type_share_one_derived_permission_context(tmp_pat
     changed = replace(parent.context, mode="plan")  # the parent's context changed
     runtime.child_permissions(changed, definition, None, tools, derive)
     assert derived == [1]
+
+
+async def test_a_running_childs_activity_reaches_its_record_at_most_once_per_interval(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """``lastActiveAt`` is rewritten while a child runs, throttled to ``ACTIVITY_INTERVAL_S``:
+    with a short interval a child whose turns span it has a later ``lastActiveAt`` than its
+    start; with the default (10 s) its quick turns write nothing between start and end."""
+    from subagents.store import FileStore, durable
+
+    slow = {"tool_calls": [{"name": "Read", "input": {"file_path": str(tmp_path / "x")}}]}
+    turns = [{**slow, "delay_ms": 40}, {**slow, "delay_ms": 40}, {"text": "done", "delay_ms": 40}]
+
+    async def run_once(interval: float) -> tuple[float, float]:
+        monkeypatch.setattr(durable, "ACTIVITY_INTERVAL_S", interval)
+        script = {
+            "agents": [
+                {
+                    "agent_type": "main",
+                    "turns": [{"tool_calls": [bg_call("go", "general-purpose")]}, {"text": "ok"}],
+                },
+                {"agent_type": "general-purpose", "turns": turns},
+            ]
+        }
+        session = Session(
+            SessionOptions(
+                model=ScriptedModel.from_dict(script), cwd=tmp_path, home=tmp_path / "home"
+            )
+        )
+        result = await session.run("go")
+        records = session.background.records
+        assert records is not None and isinstance(records.store, FileStore)
+        record = FileStore(records.store.state).get(result.agents[1].agent_id)
+        assert record is not None and record.status == "completed"
+        assert record.ended_at is not None
+        return record.last_active_at - record.created_at, record.ended_at - record.created_at
+
+    active, ended = await run_once(0.03)
+    assert 0.03 <= active <= ended
+    active, _ = await run_once(10.0)
+    assert active == 0.0

@@ -91,7 +91,7 @@ class _BreakerWatch:
     slots rather than a closure: one tracked object per child instead of a function, its cell
     tuple and a cell per variable (the garbage collector visits each, 1,000 children or not)."""
 
-    __slots__ = ("checker", "job", "previous")
+    __slots__ = ("agent_id", "checker", "job", "previous")
 
     def __init__(
         self,
@@ -100,11 +100,13 @@ class _BreakerWatch:
         previous: Callable[[LoopStats], None] | None,
     ) -> None:
         self.job, self.checker, self.previous = job, checker, previous
+        self.agent_id = job.run.agent_id  # (once: this runs after every model call)
 
     def __call__(self, stats: LoopStats) -> None:
         if self.previous is not None:
             self.previous(stats)
-        job = self.job
         # Only a child that goes on calling tools is stopped; a final answer still lands.
-        if self.checker.breaker_tripped(job.run.agent_id) and tool_uses(job.messages[-1]):
-            job.ctx.abort.abort("stopped: it kept retrying calls that were denied (denial breaker)")
+        if self.checker.breaker_tripped(self.agent_id) and tool_uses(self.job.messages[-1]):
+            self.job.ctx.abort.abort(
+                "stopped: it kept retrying calls that were denied (denial breaker)"
+            )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from subagents.agents.tasks import TaskOutputError, TaskRegistry, TaskState, ope
 from subagents.events import NotificationEvent, SystemEvent, discard
 from subagents.loop.inbox import Inbox, InboxItem
 from subagents.loop.query import LoopStats
+from subagents.store import durable
 from subagents.store.capabilities import StopRequests
 from subagents.store.durable import DurableRecords, Written
 from subagents.store.protocol import Store
@@ -279,7 +281,7 @@ class _ActivityWatch:
     ``DurableRecords.activity``); slots, not a closure, for the collector's sake (see
     ``child_run._BreakerWatch``)."""
 
-    __slots__ = ("agent_id", "previous", "records")
+    __slots__ = ("agent_id", "due", "previous", "records")
 
     def __init__(
         self,
@@ -288,11 +290,17 @@ class _ActivityWatch:
         previous: Callable[[LoopStats], None] | None,
     ) -> None:
         self.records, self.agent_id, self.previous = records, agent_id, previous
+        self.due = time.monotonic() + durable.ACTIVITY_INTERVAL_S
+        """Before this, ``records.activity`` would write nothing (its record was just written
+        at start, or at the last activity write): no call into it after every model call."""
 
     def __call__(self, stats: LoopStats) -> None:
         if self.previous is not None:
             self.previous(stats)
-        self.records.activity(self.agent_id)
+        now = time.monotonic()
+        if now >= self.due:
+            self.due = now + durable.ACTIVITY_INTERVAL_S
+            self.records.activity(self.agent_id)
 
 
 def _stop_requested(store: Store, project_path: str, live: list[str]) -> list[str]:

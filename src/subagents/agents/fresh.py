@@ -28,7 +28,7 @@ from subagents.agents.reminders import reminders_for
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition
 from subagents.agents.spec import ChildSpec, Workspace
-from subagents.loop.query import budget_of
+from subagents.loop.query import Budget, budget_of
 from subagents.messages import user_message
 from subagents.models.base import Model, ToolSchema
 from subagents.permissions.modes import parse_mode
@@ -62,6 +62,16 @@ class ChildRequest:
 _NO_TOOLS: frozenset[str] = frozenset()
 """One shared empty set (each ``frozenset()`` is a new object the collector tracks)."""
 
+_UNLIMITED = Budget()
+"""The budget of a definition without limits, shared (frozen; one object less per child)."""
+
+
+def _budget(definition: AgentDefinition) -> Budget:
+    limits = (definition.max_turns, definition.max_tokens, definition.max_wall_ms)
+    if limits == (None, None, None) and definition.max_cost_usd is None:
+        return _UNLIMITED
+    return budget_of(definition)
+
 
 def definition_spec(
     runtime: AgentRuntime, parent_ctx: ToolContext, parent: AgentFrame, request: ChildRequest
@@ -94,7 +104,7 @@ def definition_spec(
         messages=[first],
         reminders=reminders.next_blocks if reminders else None,
         restate=reminders.restated_blocks if reminders else None,
-        budget=budget_of(definition),
+        budget=_budget(definition),
         definition=definition,
         permission_mode=definition.permission_mode or parent.permission_mode,
         requested_mode=parse_mode(request.mode) if request.mode else None,

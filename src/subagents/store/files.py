@@ -118,7 +118,8 @@ class FileCommit:
     @property
     def needs_sync(self) -> bool:
         """Whether any write is on a file system with a disk to wait for (not tmpfs)."""
-        return any(needs_sync(write.info.st_dev) for write in self.staged)
+        # Per file system, not per write: a commit of a thousand records is one or two devices.
+        return any(needs_sync(device) for device in {write.info.st_dev for write in self.staged})
 
     def sync(self) -> None:
         """On a thread: make the staged data durable (one ``syncfs`` for the batch)."""
