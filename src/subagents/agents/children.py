@@ -106,6 +106,7 @@ class Children:
     def start(self, job: AgentJob, *, name: str | None = None) -> Child:
         """Register the child (task, run, inbox, name, durable record) and start its task."""
         run, runtime = job.run, self.runtime
+        agent_id = run.agent_id
         state = self.registry.create(
             "local_agent",
             description=run.description,
@@ -114,24 +115,24 @@ class Children:
             # Only a background child needs an output file; a foreground one answers directly
             # (and gets one if it is moved to the background).
             output_dir=self.tasks_dir if run.is_background else None,
-            task_id=run.agent_id,
+            task_id=agent_id,
         )
         state.extra["agent_type"] = run.agent_type
         runtime.register(run)
         runtime.running_children += 1
         if job.inbox is None:
             job.inbox = Inbox()
-        self.inboxes[run.agent_id] = job.inbox
+        self.inboxes[agent_id] = job.inbox
         if name:
-            self.names[name] = run.agent_id
-        self.registry.start(run.agent_id)
+            self.names[name] = agent_id
+        self.registry.start(agent_id)
         if runtime.sink is not discard:  # nobody watching: no event built per child
             runtime.emit(
                 SystemEvent(
                     agent=run.ref,
                     subtype="agent_started",
                     data={
-                        "task_id": run.agent_id,
+                        "task_id": agent_id,
                         "description": run.description,
                         "task_type": "local_agent",
                         "tool_use_id": run.tool_use_id,
@@ -143,7 +144,7 @@ class Children:
             durability.started(self.records, job, state)
             _track_activity(job, self.records)
         child = Child(job=job, task=self.executor.start(runtime, job), state=state)
-        self._live[run.agent_id] = child
+        self._live[agent_id] = child
         return child
 
     def move_to_background(self, child: Child) -> ToolOutput:
@@ -169,18 +170,19 @@ class Children:
         child.finalized = True
         self.supervisor.forget(child)
         run, state = child.run, child.state
+        agent_id = run.agent_id
         # A finished child is no longer this manager's business (its record, task state and
         # result live on); dropping it lets its loop, messages and tools be freed.
-        self._live.pop(run.agent_id, None)
+        self._live.pop(agent_id, None)
         self.runtime.running_children -= 1
-        self.inboxes.pop(run.agent_id, None)
+        self.inboxes.pop(agent_id, None)
         status, error = child.settle()
         if state.output_path is not None:
             append_output(state.output_path, f"\n{run.result_text}\n" if run.result_text else "")
         state.extra["stats"] = run.summary()
         for callback in self.on_finalized:
             callback(run, state)
-        self.registry.finish(run.agent_id, status, result=run.result_text, error=error)
+        self.registry.finish(agent_id, status, result=run.result_text, error=error)
         self._persist_then_notify(child)
         for done in self.runtime.on_child_done:
             done(run)
@@ -205,19 +207,20 @@ class Children:
 
     def _notify_parent(self, child: Child) -> None:
         run, state = child.run, child.state
-        if not self.registry.mark_notified(run.agent_id):
+        agent_id = run.agent_id
+        if not self.registry.mark_notified(agent_id):
             return
         notice = notice_for(child)
         text = render_notification(notice, max_result=self.runtime.config.task_max_output)
         self.notify(
-            run.ref.parent_agent_id or "", InboxItem(id=notification_id(run.agent_id), text=text)
+            run.ref.parent_agent_id or "", InboxItem(id=notification_id(agent_id), text=text)
         )
         if self.runtime.sink is discard:
             return
         self.runtime.emit(
             NotificationEvent(
                 agent=run.ref,  # the child the notification is about
-                task_id=run.agent_id,
+                task_id=agent_id,
                 status=state.status,
                 summary=f'Agent "{run.description}" {state.status}',
                 output_file=notice.output_file,

@@ -64,10 +64,11 @@ def completed_output(run: AgentRun) -> ToolOutput:
 def launched_output(child: Child, *, auto: bool) -> ToolOutput:
     """``async_launched``: the child runs in the background; a notification follows."""
     run, state = child.run, child.state
+    agent_id = run.agent_id
     can_read = bool({"Read", "Bash"} & set(child.job.parent_tool_names))
     payload: dict[str, Any] = {
         "status": "async_launched",
-        "agentId": run.agent_id,
+        "agentId": agent_id,
         "description": run.description,
         "prompt": run.prompt,
         "outputFile": str(state.output_path),
@@ -79,9 +80,9 @@ def launched_output(child: Child, *, auto: bool) -> ToolOutput:
         else "Async agent launched successfully."
     )
     text = (
-        f"{lead}\nagentId: {run.agent_id}\n"
+        f"{lead}\nagentId: {agent_id}\n"
         "You will be notified automatically when it completes; do not poll. "
-        f"Use TaskOutput(task_id={run.agent_id!r}) only if you need its full result, "
+        f"Use TaskOutput(task_id={agent_id!r}) only if you need its full result, "
         f"or TaskStop to stop it. Its output file: {state.output_path}"
     )
     return ToolOutput(content=text, metadata=payload)
