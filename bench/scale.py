@@ -11,7 +11,8 @@
   (RSS from the first: later runs reuse memory the earlier ones freed); ``--count-calls``:
   Python function calls per model call (cProfile's count, per run and their mean over
   ``--runs``; load moves it only through what wall time decides — progress lines, activity
-  writes, the grouping of notifications — a few per cent).
+  writes, the grouping of notifications — a few per cent; ``--pinned`` turns the first two
+  off, for counts and callgrind runs that compare trees on a loaded machine).
 * ``forks`` — a parent runs P turns (default 50) of tool calls, then forks F children (default 20)
   in one response. Reported: the fraction of the forks' input tokens that the scripted model's
   prefix cache served (cache reads / all input tokens of fork requests), which is what a
@@ -309,6 +310,19 @@ async def run_forks(parent_turns: int, forks: int, workdir: Path) -> dict[str, A
     }
 
 
+def pin_wall_time_work() -> None:
+    """``--pinned``: turn off the work wall time decides — a ``[progress]`` line per child at
+    each supervisor sweep (every 5 s) and a ``lastActiveAt`` write per child past 10 s — so
+    ``--count-calls`` (and a callgrind run) count the same work on a loaded machine, whose
+    slower runs otherwise cross those lines (the count read 359-399 at load 14 against 327
+    pinned). What remains wall-dependent is how notifications group into coordinator turns."""
+    from subagents.agents import supervision
+    from subagents.store import durable
+
+    durable.ACTIVITY_INTERVAL_S = 1e9
+    supervision.CHECK_MIN_S = supervision.CHECK_MAX_S = 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workload", choices=("swarm", "forks", "floor"))
@@ -321,9 +335,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="swarm: Python function calls per model call (cProfile's count, not a timing)",
     )
+    parser.add_argument(
+        "--pinned",
+        action="store_true",
+        help="swarm: no progress sweeps, no activity writes (see pin_wall_time_work)",
+    )
     parser.add_argument("--parent-turns", type=int, default=50)
     parser.add_argument("--forks", type=int, default=20)
     args = parser.parse_args(argv)
+    if args.pinned:
+        pin_wall_time_work()
     if args.workload == "floor":
         figures = asyncio.run(bare_swarm(args.n, args.k, args.latency))
     elif args.workload == "swarm" and args.count_calls:
