@@ -219,7 +219,14 @@ async def test_the_reminder_rides_with_a_background_childs_notification(tmp_path
     assert result.subtype == "success", result.payload
     woken = [r for r in model.requests if r["agent_type"] == "main"][2:]
     texts = [message_text(r["messages"][-1]) for r in woken]
+    # Every wake carries a notification: none is spent on the reminder alone.
     assert all("<task-notification>" in text for text in texts), texts
-    assert len(texts) == 3
-    assert "found 2" in texts[2] and "`verification` agent" in texts[2]
-    assert texts[2].index("<task-notification>") < texts[2].index("`verification` agent")
+    assert sum(text.count("<task-notification>") for text in texts) == 3
+    # The reminder comes once, with the input that woke the coordinator, after it. (Which one
+    # depends on timing: under load the third child may end before the second's notification
+    # is drained, and the reminder then rides with that one.)
+    with_reminder = [text for text in texts if "`verification` agent" in text]
+    assert len(with_reminder) == 1, texts
+    assert with_reminder[0].rindex("</task-notification>") < with_reminder[0].index(
+        "`verification` agent"
+    )
