@@ -163,11 +163,17 @@ async def test_a_request_not_from_an_active_teammate_is_never_shown(
 
     relay = LeadRelay(ask=ask, lead_session_id="s1")
     relay.arrived(lead, _request(sender))
-    await relay.close()
-    await asyncio.sleep(0.05)
+    await relay.settled()
     assert shown == []
     assert list(lead.paths.root.rglob("*evil*")) == [] and not (tmp_path.parent / "evil").exists()
     assert _team(tmp_path, "w1").mailbox().unread() == []
+    # The same request from w1 while it is active is shown, and answered in its mailbox.
+    lead.directory.set_member("alpha", "w1", isActive=True)
+    relay.arrived(lead, _request("w1"))
+    await relay.settled()
+    assert [r.agent.agent_id for r in shown] == ["t1"]
+    ((_, reply),) = _team(tmp_path, "w1").mailbox().unread()
+    assert reply["type"] == "permission_response" and reply["allow"] is True
 
 
 async def test_the_relay_answers_an_active_teammate_and_only_its_own_request_id(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +24,8 @@ class TeamMembership:
     approvals: dict[str, asyncio.Future[dict[str, Any]]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
-    """This member's plans waiting for the lead, by request id (``plan_approval``)."""
+    """This member's requests waiting for the lead's answer, by request id (``plan_approval``,
+    ``permission_relay``); its mailbox watcher settles them."""
 
     @property
     def is_lead(self) -> bool:
@@ -38,3 +41,18 @@ class TeamMembership:
 
     def mailbox(self, name: str | None = None) -> Mailbox:
         return Mailbox(self.paths.mailbox(name or self.name))
+
+    @asynccontextmanager
+    async def awaiting_lead(
+        self, message: dict[str, Any]
+    ) -> AsyncIterator[asyncio.Future[dict[str, Any]]]:
+        """Send the lead ``message``, a request carrying its ``request_id``, and yield the future
+        its answer settles; the id is forgotten on the way out (answered, stopped or failed)."""
+        request_id = str(message["request_id"])
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.approvals[request_id] = answer
+        try:
+            await asyncio.to_thread(self.mailbox(LEAD_NAME).put, message)
+            yield answer
+        finally:
+            self.approvals.pop(request_id, None)

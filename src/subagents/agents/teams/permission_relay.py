@@ -57,29 +57,22 @@ class LeadAsker:
 
     async def ask(self, request: PermissionRequest) -> bool | AskAnswer:
         team = self.team
-        request_id = f"permission-{uuid.uuid4().hex}"
-        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        team.approvals[request_id] = answer
-        try:
-            message = new_message(
-                team.name,
-                LEAD_NAME,
-                f"{team.name} asks permission to use {request.subject}",
-                type=REQUEST,
-                request_id=request_id,
-                tool_name=request.tool_name,
-                input=request.input,
-                subject=request.subject,
-                reason=request.reason,
-                agent_id=request.agent.agent_id,
-                agent_type=request.agent.agent_type,
-                tool_use_id=request.tool_use_id,
-            )
-            await asyncio.to_thread(team.mailbox(LEAD_NAME).put, message)
-            response = await answer
-        finally:
-            team.approvals.pop(request_id, None)
-        return _answer(response)
+        message = new_message(
+            team.name,
+            LEAD_NAME,
+            f"{team.name} asks permission to use {request.subject}",
+            type=REQUEST,
+            request_id=f"permission-{uuid.uuid4().hex}",
+            tool_name=request.tool_name,
+            input=request.input,
+            subject=request.subject,
+            reason=request.reason,
+            agent_id=request.agent.agent_id,
+            agent_type=request.agent.agent_type,
+            tool_use_id=request.tool_use_id,
+        )
+        async with team.awaiting_lead(message) as answer:
+            return _answer(await answer)
 
 
 def answered(team: TeamMembership, message: dict[str, Any]) -> bool:
@@ -120,6 +113,10 @@ class LeadRelay:
         task = asyncio.get_running_loop().create_task(self._relay(team, message), name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def settled(self) -> None:
+        """Wait until every request in flight has been answered (or dropped)."""
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def close(self) -> None:
         """The lead's run is over: withdraw the asks still shown."""

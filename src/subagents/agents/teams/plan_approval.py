@@ -38,17 +38,9 @@ def request_text(plan: str, sender: str, request_id: str) -> str:
 async def ask_lead(team: TeamMembership, plan: str, abort: AbortSignal) -> tuple[bool, str]:
     """Send the plan to the lead and wait for its answer: (approved, by whom / why not)."""
     request_id = f"plan_approval-{uuid.uuid4().hex[:8]}"
-    answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-    team.approvals[request_id] = answer
-    try:
-        message = new_message(
-            team.name,
-            LEAD_NAME,
-            request_text(plan, team.name, request_id),
-            type=REQUEST,
-            request_id=request_id,
-        )
-        await asyncio.to_thread(team.mailbox(LEAD_NAME).put, message)
+    text = request_text(plan, team.name, request_id)
+    message = new_message(team.name, LEAD_NAME, text, type=REQUEST, request_id=request_id)
+    async with team.awaiting_lead(message) as answer:
         unsubscribe = abort.on_abort(lambda _reason: _cancel(answer))
         try:
             await asyncio.shield(answer)
@@ -60,8 +52,6 @@ async def ask_lead(team: TeamMembership, plan: str, abort: AbortSignal) -> tuple
         if answer.cancelled() or not answer.done():
             return False, f"stopped while waiting for the team lead ({abort.reason})"
         response = answer.result()
-    finally:
-        team.approvals.pop(request_id, None)
     if response.get("approve") is True:
         return True, "by the team lead"
     feedback = str(response.get("feedback") or response.get("reason") or "").strip()
