@@ -50,6 +50,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "subagents.session_compact",
             "subagents.session_options",
             "subagents.session_setup",
+            "subagents.session_background",
+            "subagents.session_history",
+            "subagents.session_result",
+            "subagents.session_teams",
+            "subagents.session_tools",
+            "subagents.session_watch",
             "subagents.teammate",
             "subagents.testing",
         ),
@@ -143,7 +149,7 @@ def test_the_graph_sees_function_level_and_type_checking_imports() -> None:
     assert len(graph) > 80
     assert "subagents.tools.bash" in graph["subagents.tools"]  # inside ``core_tools``
     assert "subagents.session" in graph["subagents"]  # under ``TYPE_CHECKING``
-    assert "subagents.tools" in graph["subagents.session"]  # inside ``main_tools``
+    assert "subagents.tools" in graph["subagents.session_tools"]  # inside ``_builtin_tools``
     assert "subagents.models.anthropic" in graph["subagents.models.resolve"]  # in a function
 
 

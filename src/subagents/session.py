@@ -15,43 +15,31 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from subagents import session_tools
 from subagents.abort import AbortSignal
 from subagents.agents import recovery
 from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun, run_agent
-from subagents.agents.agent_tool import AgentTool
-from subagents.agents.catalog import DefinitionWatch, definition_folders
-from subagents.agents.children import Children
-from subagents.agents.definitions import DefinitionSet
-from subagents.agents.executor import LOCAL
 from subagents.agents.heartbeat import first_beat, with_heartbeat
 from subagents.agents.mcp_scope import (
     close_session_servers,
     reap_session_servers,
 )
-from subagents.agents.plan_mode import ExitPlanModeTool
 from subagents.agents.project_context import load_project_context
 from subagents.agents.prompts import (
-    environment_for,
-    main_system_prompt,
-    profile_of,
     read_prompt_file,
 )
 from subagents.agents.reminders import TurnReminders, reminders_for
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.services import SessionServices
-from subagents.agents.shells import BackgroundShellManager
 from subagents.agents.task_service import AgentTasks
-from subagents.agents.tasks import TaskRegistry
 from subagents.agents.verification import install_verification
 from subagents.config import RuntimeConfig
 from subagents.events import (
     AgentRef,
-    AssistantEvent,
     Event,
     EventSink,
     ProgressEvent,
     ResultEvent,
-    SystemEvent,
     discard,
 )
 from subagents.gc_heap import freeze_import_heap, tune_collector
@@ -60,13 +48,15 @@ from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome
 from subagents.messages import ContentBlock, Message, Usage, text_block, user_message
 from subagents.models.base import Model
-from subagents.models.pricing import cost_usd, price_for
+from subagents.models.pricing import price_for
 from subagents.models.retry import ModelCaller, RetryPolicy
 from subagents.observe import Observation
+from subagents.session_background import background_parts
 from subagents.session_compact import MainAgentParts, compact_held, compact_saved
-from subagents.session_options import SUBTYPES, reason_text
+from subagents.session_history import HistorySource, starting_history
 from subagents.session_options import SessionOptions as SessionOptions
 from subagents.session_options import SessionResult as SessionResult
+from subagents.session_result import structured_value, total_usage, turn_result
 from subagents.session_setup import (
     session_definitions,
     session_hooks,
@@ -74,29 +64,19 @@ from subagents.session_setup import (
     session_permissions,
     session_settings,
     session_telemetry,
+    watch_definitions,
 )
 from subagents.session_turns import (
-    BUDGET_REASON,
     STRUCTURED_OUTPUT_NOTE,
     MainAgent,
-    result_fields,
-    select_tools,
     session_id_for,
 )
+from subagents.session_watch import BudgetWatch, WarningLog
 from subagents.state import ProjectState, canonical_project, ensure_private_dir
 from subagents.store import session_lock
-from subagents.store.durable import DurableRecords
-from subagents.store.protocol import Store
-from subagents.store.select import Closable, open_store
-from subagents.store.writer import DurableWriter
 from subagents.tools.base import Tool, ToolContext
-from subagents.tools.send_message import SendMessageTool
 from subagents.tools.structured_output import StructuredOutputTool
-from subagents.tools.task_output import TaskOutputTool
-from subagents.tools.task_stop import TaskStopTool
-from subagents.tools.todo import TodoBoard, TodoWriteTool
-from subagents.tools.web_search import WebSearchTool
-from subagents.tools.worktree_tools import EnterWorktreeTool, ExitWorktreeTool, WorktreeSession
+from subagents.tools.todo import TodoBoard
 
 if TYPE_CHECKING:
     from subagents.agents.teams.host import TeamHost
@@ -132,16 +112,12 @@ class Session:
         self._turn_running = False
         self._lock_fd: int | None = None
         """This process runs the session: ``sessions/<id>.lock`` held shared (``session_lock``)."""
-        self._cost_usd = 0.0
-        self._budget_kills: set[asyncio.Task[bool]] = set()
         self._observation: Observation | None = None
         self.emit: EventSink = discard
-        self.warnings: list[str] = []
+        self._warnings = WarningLog(ref=AgentRef(agent_id=self.session_id, agent_type="main"))
+        self.warnings = self._warnings.messages
         """Every warning of the session (settings, hooks, definitions, permission rules), in
         order; the CLI shows each in its output format and ``json`` lists them."""
-        self._shown_warnings = 0
-        self._warnings_live = False
-        self._on_warning: Callable[[str], None] | None = None
         self.inbox = Inbox()
         self.runtime = AgentRuntime(
             session_id=self.session_id,
@@ -185,29 +161,24 @@ class Session:
         self.verification = install_verification(self.runtime, self.inbox)
         self.todos = TodoBoard()
         self.runtime.on_child_done.append(lambda run: self.todos.clear(run.agent_id))
-        self.registry = TaskRegistry()
-        self.background = Children(
+        self._parts = background_parts(
+            options,
             self.runtime,
-            registry=self.registry,
-            tasks_dir=self.state.tasks_dir,
-            root_inbox=self.inbox,
-            executor=options.executor or LOCAL,
+            state=self.state,
+            inbox=self.inbox,
+            session_id=self.session_id,
+            cwd=self.cwd,
         )
-        self.writer = DurableWriter()
-        self.store: Store = options.store or open_store(self.state)
-        self.background.records = (
-            DurableRecords(
-                store=self.store,
-                writer=self.writer,
-                session_id=self.session_id,
-                project_path=str(self.cwd),
-            )
-            if options.sidecars
-            else None
-        )
-        self.shells = BackgroundShellManager(
-            self.registry, self.state.tasks_dir, self.background.notify
-        )
+        self.registry = self._parts.registry
+        self.background = self._parts.children
+        self.shells = self._parts.shells
+        self.writer = self._parts.writer
+        self.store = self._parts.store
+        limit = options.max_budget_usd
+        self._budget = None
+        if limit is not None:
+            turn = self._current_turn
+            self._budget = BudgetWatch(limit=limit, registry=self.registry, turn_abort=turn)
         # Teams are opt-in (SUBAGENTS_AGENT_TEAMS=1): without them no team module is imported.
         self.teams = self._team_host() if self.config.agent_teams else None
         self.services = SessionServices(
@@ -219,63 +190,25 @@ class Session:
         )
 
     def _team_host(self) -> TeamHost:
-        """The lead's side of a team (docs/teams.md); teammate processes get this session's
-        model string and options (a model object cannot cross: its teammates run in-process)."""
-        from subagents.agents.teams.config import TeamDirectory
-        from subagents.agents.teams.host import (
-            LOCAL_LAUNCHER,
-            TeamHost,
-            TeammateLauncher,
-            WorkerOptions,
+        from subagents.session_teams import team_host
+
+        return team_host(
+            self.options,
+            config=self.config,
+            state=self.state,
+            store=self.store,
+            inbox=self.inbox,
+            hooks=self.runtime.hooks,
+            session_id=self.session_id,
         )
 
-        options = self.options
-        worker = WorkerOptions(
-            model=options.model if isinstance(options.model, str) else None,
-            home=str(self.state.home),
-            agents_json=options.agents_json,
-            settings_file=str(options.settings_file) if options.settings_file else None,
-            permission_mode=options.permission_mode,
-            load_settings=options.load_settings,
-            trusted=options.trusted,
-        )
-
-        async def reconcile(_name: str, _agent_id: str) -> None:
-            await recovery.reconcile_orphans(self.store, self.state, hooks=self.runtime.hooks)
-
-        from subagents.agents.teams.permission_relay import LeadRelay
-
-        asks = options.ask_callback
-        relay = None if asks is None else LeadRelay(ask=asks, lead_session_id=self.session_id)
-        executor = options.executor
-        return TeamHost(
-            directory=TeamDirectory(self.state),
-            root_inbox=self.inbox,
-            quiet_ms=self.config.team_quiet_ms,
-            # An executor that runs children elsewhere may start teammate processes there too.
-            launcher=executor if isinstance(executor, TeammateLauncher) else LOCAL_LAUNCHER,
-            worker=worker,
-            on_crash=reconcile,
-            relay=relay,
-        )
+    def _current_turn(self) -> AbortSignal | None:
+        return self._turn_abort
 
     def warn(self, message: str) -> None:
         """Record a warning for the user; once the run has started it is also emitted at once
         as a ``system``/``warning`` event (earlier ones are emitted right after ``init``)."""
-        if message in self.warnings:
-            return  # the same warning (a hook failing on every call) is shown once
-        self.warnings.append(message)
-        if self._warnings_live:
-            self._emit_warnings()
-
-    def _emit_warnings(self) -> None:
-        ref = AgentRef(agent_id=self.session_id, agent_type="main")
-        while self._shown_warnings < len(self.warnings):
-            message = self.warnings[self._shown_warnings]
-            self._shown_warnings += 1
-            self.emit(SystemEvent(agent=ref, subtype="warning", data={"message": message}))
-            if self._on_warning is not None:
-                self._on_warning(message)
+        self._warnings.add(message, self.emit)
 
     @property
     def agents(self) -> list[AgentRun]:
@@ -302,7 +235,7 @@ class Session:
         background children, then closes. Inside, it is one turn of a conversation that goes
         on: a second ``run`` continues it, and ``close`` ends it."""
         if on_warning is not None:
-            self._on_warning = on_warning
+            self._warnings.on_warning = on_warning
         if on_event is not None or not self._held:
             self._set_sink(on_event or discard)
         if self._held:
@@ -435,151 +368,41 @@ class Session:
     def _set_sink(self, sink: EventSink) -> None:
         if self.observer is not None:
             sink = _tee(sink, self.observer.event)
-        if self.options.max_budget_usd is not None:
-            sink = self._budget_sink(sink)
+        if self._budget is not None:
+            sink = self._budget.wrap(sink)
         self.emit = sink
         self.runtime.sink = sink
 
     def _forward(self, event: Event) -> None:
         self.emit(event)
 
-    def _budget_sink(self, sink: EventSink) -> EventSink:
-        """Watch every model call of every agent: past the budget, stop the turn."""
-        limit = self.options.max_budget_usd
-
-        def watch(event: Event) -> None:
-            if isinstance(event, AssistantEvent):
-                self._cost_usd += cost_usd(event.model, event.usage)
-                if limit is not None and self._cost_usd >= limit:
-                    self._stop_for_budget()
-            sink(event)
-
-        return watch
-
-    def _stop_for_budget(self) -> None:
-        if self._turn_abort is not None and not self._turn_abort.aborted:
-            self._turn_abort.abort(BUDGET_REASON)
-        for state in list(self.registry.running()):
-            if state.type == "local_agent":
-                task = asyncio.get_running_loop().create_task(self.registry.kill(state.id))
-                self._budget_kills.add(task)
-                task.add_done_callback(self._budget_kills.discard)
-
     def main_tools(self) -> list[Tool[Any]]:
-        mcp = self.runtime.mcp.tools() if self.runtime.mcp is not None else []
-        if self.options.tools is not None:
-            return [*self.options.tools, *self.options.extra_tools, *mcp]
-        return [*self._builtin_tools(), *self.options.extra_tools, *mcp]
-
-    def _builtin_tools(self) -> list[Tool[Any]]:
-        from subagents.tools import core_tools
-
-        agent = AgentTool(background_available=not self.config.background_disabled)
-        worktrees = WorktreeSession(
-            hooks=self.runtime.hooks.config if self.runtime.hooks is not None else None,
+        return session_tools.main_tools(
+            self.options,
+            self.runtime,
+            todos=self.todos,
             session_id=self.session_id,
+            teams=self.teams is not None,
         )
-        tools: list[Tool[Any]] = [
-            agent,
-            *core_tools(),
-            TodoWriteTool(self.todos),
-            WebSearchTool(self.options.web_search),
-            ExitPlanModeTool(),
-            TaskOutputTool(),
-            TaskStopTool(),
-            SendMessageTool(),
-            EnterWorktreeTool(worktrees),
-            ExitWorktreeTool(worktrees),
-            *(self._lead_tools() if self.teams is not None else []),
-        ]
-        return select_tools(tools, self.options.tool_names, self.options.disallowed_tools)
-
-    @staticmethod
-    def _lead_tools() -> list[Tool[Any]]:
-        from subagents.agents.team_tools import lead_tools
-
-        return lead_tools()
 
     def _system_prompt(self) -> str:
-        """The main agent's system prompt (SessionOptions ``system_prompt``,
-        ``system_prompt_file`` and ``append_system_prompt`` as documented there)."""
-        return main_system_prompt(
-            environment_for(self.runtime.project_context, self.cwd, self.model),
-            context=self.runtime.context_block(read_only=False),
-            custom=self.custom_prompt,
-            append=self.options.append_system_prompt,
-            profile=profile_of(self.model),
+        return session_tools.system_prompt(
+            self.options, self.runtime, cwd=self.cwd, model=self.model, custom=self.custom_prompt
         )
-
-    def _main_reminders(self, tool_names: list[str]) -> TurnReminders | None:
-        """The catalog; with an empty system prompt also the project context, which the
-        prompt then does not hold (``main_system_prompt``)."""
-        reminders = reminders_for(self.runtime, None, tool_names)
-        blank = self.custom_prompt is not None and not self.custom_prompt.strip()
-        context = self.runtime.context_block(read_only=False) if blank else ""
-        if context:
-            reminders = reminders or TurnReminders()
-            reminders.context = context
-        return reminders
-
-    def _watch_definitions(self) -> None:
-        """Definitions loaded from disk follow their files for the rest of the session."""
-        if self.options.definitions is not None:
-            return
-        home, trusted = Path.home(), self.options.trusted
-        watch = DefinitionWatch(
-            folders=lambda: definition_folders(self.cwd, home, self.state.home, trusted),
-            load=lambda: session_definitions(self.options, self.cwd, self.state, self.warn),
-            on_reload=self._definitions_reloaded,
-        )
-        watch.prime()
-        self.runtime.definitions_watch = watch
-
-    def _definitions_reloaded(self, definitions: DefinitionSet) -> None:
-        old = {str(e) for e in self.runtime.definitions.errors}
-        self.runtime.definitions = definitions
-        for error in definitions.errors:
-            if str(error) not in old:
-                self.warn(f"agent definition skipped: {error}")
-        for warning in definitions.warnings:
-            self.warn(warning)  # an identical earlier warning is not repeated
 
     def _history(
         self, prompt: str, reminders: TurnReminders | None = None
     ) -> tuple[list[Message], int]:
-        """The messages to start from, and how many of them the transcript already holds.
-
-        A resumed session continues its durable history (``agents.recovery``): tool calls a
-        crash left unanswered get results (an adopted foreground child's output, or an
-        "interrupted" error), and finished background children whose notification the
-        transcript lacks are queued in the inbox, once each. A fork starts a new transcript,
-        so the history is written to it again."""
-        resume = self.options.resume
-        if not resume:
-            first = reminders.first_message(prompt) if reminders else user_message(prompt)
-            return [first], 0
-        path = self.state.session_transcript(resume)
-        if not path.exists():
-            raise ValueError(f"--resume {resume}: no such session in {self.cwd}")
-        loaded = recovery.load_session(path)
-        history = loaded.messages
-        records = self.store.list_agents(self.cwd, session_id=resume)
-        repair = recovery.repair_unanswered(
-            history, records, session_id=resume, project_path=str(self.cwd)
+        source = HistorySource(
+            resume=self.options.resume,
+            session_id=self.session_id,
+            cwd=self.cwd,
+            state=self.state,
+            store=self.store,
+            inbox=self.inbox,
+            max_result=self.config.task_max_output,
         )
-        max_result = self.config.task_max_output
-        owed = recovery.pending_notifications(
-            history, records, max_result=max_result, earlier=loaded.earlier
-        )
-        for item in owed:
-            self.inbox.put(item)
-        resumed = recovery.resumed_user_message(repair, prompt)
-        if reminders is not None:
-            # The definitions may have changed since: the resumed run gets the current catalog.
-            blocks = reminders.first_blocks(prompt)
-            resumed = user_message([*repair, *blocks])
-        logged = 0 if self.session_id != resume else len(history)
-        return [*history, resumed], logged
+        return starting_history(source, prompt, reminders)
 
     async def _turn(self, prompt: str | None, *, wait_background: bool) -> SessionResult:
         if self._closed:
@@ -601,9 +424,8 @@ class Session:
         main = self._main or await self._open_main()
         mcp = self.runtime.mcp
         self.emit(main.init_event(mcp.statuses() if mcp is not None else []))
-        if not self._warnings_live:  # warnings from before the run follow the first init
-            self._warnings_live = True
-            self._emit_warnings()
+        if not self._warnings.live:  # warnings from before the run follow the first init
+            self._warnings.show(self.emit)
         if prompt is not None:
             prompt, refusal = await self._submitted(prompt)
             if refusal is not None:
@@ -693,8 +515,11 @@ class Session:
             system = f"{system}\n\n{STRUCTURED_OUTPUT_NOTE}".lstrip()
         await first_beat(self.store)  # before recovery and any record of ours (heartbeat.py)
         await recovery.reconcile_orphans(self.store, self.state, hooks=self.runtime.hooks)
-        self._watch_definitions()
-        reminders = self._main_reminders(names)
+        if self.options.definitions is None:  # loaded from disk: they follow their files
+            self.runtime.definitions_watch = watch_definitions(
+                self.options, self.runtime, cwd=self.cwd, state=self.state, warn=self.warn
+            )
+        reminders = session_tools.first_reminders(self.runtime, names, custom=self.custom_prompt)
         # Held open, the sink may change between turns: go through the session. A one-shot run
         # keeps the sink itself, so an unwatched run skips building events (``discard``).
         emit = self._forward if self._held else self.emit
@@ -824,17 +649,9 @@ class Session:
         """Shutdown kills every task still running: teammates, background agents, shells."""
         if self.teams is not None:
             await self.teams.shutdown()
-        await self.background.shutdown()
-        await self.shells.shutdown()
+        await self._parts.shutdown()
         await close_session_servers(self.runtime.mcp, self.state, self.session_id)
-        await self.background.drain_writes()
-        if self.background.records is not None:
-            await self.background.records.drain()
-        # Drained: the writer thread is idle, so closing it is a wake-up and a join, not a
-        # wait on the disk; no executor thread is started for it.
-        self.writer.close()
-        if self.options.store is None and isinstance(self.store, Closable):
-            self.store.close()  # the session opened it (a database's connections)
+        await self._parts.close_writes()
 
     async def compact(
         self, instructions: str | None = None, on_event: EventSink | None = None
@@ -908,50 +725,19 @@ class Session:
         return self.state.session_transcript(self.session_id)
 
     def total_usage(self) -> Usage:
-        total = Usage()
-        for run in self.agents:
-            total.add(run.usage)
-        return total
+        return total_usage(self.agents)
 
     def _result(self, outcome: LoopOutcome, duration_ms: int) -> SessionResult:
-        subtype = SUBTYPES[outcome.reason]
-        if outcome.reason == "aborted" and outcome.error == BUDGET_REASON:
-            subtype = "error_max_budget_usd"
-        structured = self._structured_output()
-        if subtype == "success" and self.options.json_schema is not None and structured is None:
-            subtype = "error_max_structured_output_retries"
-        text = outcome.final_text
-        if subtype == "error_max_budget_usd":
-            text = f"Reached the budget of ${self.options.max_budget_usd} (max_budget_usd)"
-        elif subtype == "error_max_structured_output_retries":
-            text = "The model ended without a valid StructuredOutput call"
-        elif subtype != "success":
-            text = outcome.error or reason_text(outcome.reason)
-        payload: dict[str, Any] = {
-            "type": "result",
-            "subtype": subtype,
-            "is_error": subtype != "success",
-            "result": text,
-            "session_id": self.session_id,
-            "num_turns": outcome.stats.num_turns,
-            "duration_ms": duration_ms,
-            "usage": self.total_usage().to_dict(),
-            "agents": [run.summary() for run in self.agents],
-            "warnings": list(self.warnings),
-            **result_fields(self.agents, outcome, self.permissions.denied),
-            "errors": [text] if subtype != "success" else [],
-        }
-        if self.options.json_schema is not None:
-            payload["structured_output"] = structured
-        return SessionResult(payload=payload, agents=list(self.agents), outcome=outcome)
-
-    def _structured_output(self) -> Any:
-        if self._main is None:
-            return None
-        for tool in self._main.job.tools:
-            if isinstance(tool, StructuredOutputTool):
-                return tool.value
-        return None
+        return turn_result(
+            outcome,
+            duration_ms,
+            options=self.options,
+            session_id=self.session_id,
+            agents=self.agents,
+            warnings=self.warnings,
+            denials=self.permissions.denied,
+            structured=structured_value(self._main.job.tools) if self._main else None,
+        )
 
 
 def _tee(sink: EventSink, also: EventSink) -> EventSink:

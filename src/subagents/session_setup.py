@@ -12,8 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from subagents.agents.catalog import DefinitionWatch, definition_folders
 from subagents.agents.definitions import DefinitionSet, load_definitions
 from subagents.agents.mcp_scope import load_session_config, session_servers
+from subagents.agents.runtime import AgentRuntime
 from subagents.config import RuntimeConfig
 from subagents.hooks.config import EMPTY_CONFIG, config_from_settings
 from subagents.hooks.engine import HookEngine
@@ -61,6 +63,31 @@ def session_definitions(
     for warning in definitions.warnings:
         warn(warning)
     return definitions
+
+
+def watch_definitions(
+    options: SessionOptions, runtime: AgentRuntime, *, cwd: Path, state: ProjectState, warn: Warn
+) -> DefinitionWatch:
+    """A watch that reloads the definitions on disk when their files change, for the rest of
+    the session; a reload's new errors and warnings are reported (an old one is not again)."""
+    home, trusted = Path.home(), options.trusted
+
+    def reloaded(definitions: DefinitionSet) -> None:
+        old = {str(e) for e in runtime.definitions.errors}
+        runtime.definitions = definitions
+        for error in definitions.errors:
+            if str(error) not in old:
+                warn(f"agent definition skipped: {error}")
+        for warning in definitions.warnings:
+            warn(warning)  # an identical earlier warning is not repeated
+
+    watch = DefinitionWatch(
+        folders=lambda: definition_folders(cwd, home, state.home, trusted),
+        load=lambda: session_definitions(options, cwd, state, warn),
+        on_reload=reloaded,
+    )
+    watch.prime()
+    return watch
 
 
 def session_permissions(

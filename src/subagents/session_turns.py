@@ -1,9 +1,8 @@
 """The parts of a ``Session`` that make it a conversation of several turns.
 
 ``MainAgent`` is the main agent set up once (tools, prompt, context, job) and run again for every
-turn on the same history; ``result_fields`` is what Claude Code's result reports beside SPEC
-§19's (cost, per-model usage, denials, API time). Kept out of ``session.py`` so that file stays
-about assembling a session.
+turn on the same history (the result of a turn is ``session_result``'s). Kept out of
+``session.py`` so that file stays about assembling a session.
 """
 
 from __future__ import annotations
@@ -18,9 +17,8 @@ from subagents.abort import AbortSignal
 from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun
 from subagents.agents.reminders import TurnReminders
 from subagents.events import InitEvent
-from subagents.loop.query import Budget, LoopOutcome
-from subagents.messages import Message, Usage, text_block, user_message
-from subagents.models.pricing import cost_usd
+from subagents.loop.query import Budget
+from subagents.messages import Message, text_block, user_message
 from subagents.permissions.rules import parse_rule
 from subagents.tools.base import Tool
 
@@ -120,51 +118,3 @@ def select_tools(
         if rule.specifier is None
     }
     return [t for t in tools if t.name not in removed and not set(t.aliases) & removed]
-
-
-def result_fields(
-    agents: Sequence[AgentRun], outcome: LoopOutcome, denials: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """Claude Code's result fields (added beside SPEC §19's)."""
-    model_usage = model_usage_of(agents)
-    return {
-        "duration_api_ms": sum(run.stats.api_ms for run in agents),
-        "total_cost_usd": round(sum(entry["costUSD"] for entry in model_usage.values()), 6),
-        "modelUsage": model_usage,
-        "permission_denials": [
-            {k: v for k, v in denial.items() if k != "agent_id"} for denial in denials
-        ],
-        "stop_reason": last_stop_reason(outcome),
-        "terminal_reason": outcome.reason,
-    }
-
-
-def model_usage_of(agents: Sequence[AgentRun]) -> dict[str, dict[str, Any]]:
-    by_model: dict[str, Usage] = {}
-    for run in agents:
-        total = by_model.setdefault(run.model or "unknown", Usage())
-        total.add(run.usage)
-    return {
-        name: {
-            "inputTokens": usage.input_tokens,
-            "outputTokens": usage.output_tokens,
-            "cacheReadInputTokens": usage.cache_read_input_tokens,
-            "cacheCreationInputTokens": usage.cache_creation_input_tokens,
-            "webSearchRequests": 0,
-            "costUSD": cost_usd(name, usage),
-            "contextWindow": 0,
-            "maxOutputTokens": 0,
-        }
-        for name, usage in by_model.items()
-    }
-
-
-def last_stop_reason(outcome: LoopOutcome) -> str | None:
-    """``end_turn`` when the main agent answered, ``tool_use`` when it stopped mid-calls."""
-    messages = outcome.messages
-    if not messages or messages[-1]["role"] != "assistant":
-        return None
-    content = messages[-1]["content"]
-    if isinstance(content, list) and any(b["type"] == "tool_use" for b in content):
-        return "tool_use"
-    return "end_turn"
