@@ -1,7 +1,8 @@
 """``subagents -p``: one headless session, printed as text, one JSON object, or a JSON stream.
 
 Exit codes: 0 when the session's result is ``success``; 1 when the run ended in an error subtype
-(max turns, budget, execution error); 2 when it could not start (bad arguments, model, files).
+(max turns, budget, execution error); 2 when it could not start (bad arguments, model, files);
+141 when standard output was closed under it (``cli/stdout_guard.py``: the run stops, resumable).
 Every failure prints one line to stderr saying why.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -29,8 +29,9 @@ from subagents.cli.session_plan import (
     latest_session,
     slash_commands,
 )
+from subagents.cli.stdout_guard import StdoutGuard
 from subagents.cli.stream_input import StreamInput
-from subagents.cli.stream_session import SessionRequest, StreamSession, write_line
+from subagents.cli.stream_session import SessionRequest, StreamSession
 from subagents.events import Event, ProgressEvent, SystemEvent
 from subagents.session import Session, SessionResult
 
@@ -48,7 +49,9 @@ def run_headless(args: argparse.Namespace) -> int:
     except (StartupError, ValueError, OSError) as exc:
         print(f"subagents: error: {exc}", file=sys.stderr)
         return 2
-    printer = _Printer(args.output_format, _shaper(session, plan, args), args.verbose)
+    out = StdoutGuard()
+    out.on_close = lambda: session.abort.abort("standard output was closed")
+    printer = _Printer(args.output_format, _shaper(session, plan, args), out, args.verbose)
     try:
         result = asyncio.run(_run(session, args.prompt, printer))
     except KeyboardInterrupt:
@@ -57,7 +60,10 @@ def run_headless(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"subagents: error: {exc}", file=sys.stderr)
         return 2
+    during_run = out.closed
     printer.finish(result)
+    if out.closed:
+        return out.report(session.session_id, during_run=during_run)
     if result.is_error:
         print(f"subagents: {result.subtype}: {_one_line(result.result)}", file=sys.stderr)
         return 1
@@ -104,23 +110,36 @@ def _run_stream(plan: SessionPlan, args: argparse.Namespace) -> int:
         sdk_mcp_servers=sdk_mcp_server_names(args.mcp_config),
     )
 
+    out = StdoutGuard()
+
     def factory(request: SessionRequest) -> Session:
         session = plan.build(request)
-        printer = _Printer("stream-json", _shaper(session, plan, args))
+        printer = _Printer("stream-json", _shaper(session, plan, args), out)
         return session.hold(printer.event)
 
     stream = StreamSession(
         factory=factory,
-        write=write_line,
+        write=out.write_json,
         warn=_warn,
         stdio_permissions=args.permission_prompt_tool == "stdio",
         bg_wait_ms=background_wait_ms(),
         handlers=requests,
     )
+
+    def closed() -> None:  # the SDK went away: end the session as a signal would
+        if stream.session is not None:
+            stream.session.abort.abort("standard output was closed")
+        stream.stop()
+
+    out.on_close = closed
     try:
-        return asyncio.run(_drive(stream))
+        code = asyncio.run(_drive(stream))
     except KeyboardInterrupt:
         return 130
+    if out.closed:
+        session_id = stream.session.session_id if stream.session else None
+        return out.report(session_id, during_run=True)
+    return code
 
 
 async def _drive(stream: StreamSession) -> int:
@@ -187,9 +206,12 @@ def _api_key_source(session: Session) -> str:
 class _Printer:
     """Writes events or the final result in the chosen output format."""
 
-    def __init__(self, output_format: str, shaper: SdkShaper, verbose: bool = False) -> None:
+    def __init__(
+        self, output_format: str, shaper: SdkShaper, out: StdoutGuard, verbose: bool = False
+    ) -> None:
         self.format = output_format
         self.shaper = shaper
+        self.out = out
         self.progress = ProgressPrinter(
             stream=sys.stderr, verbose=verbose, live=_is_terminal(sys.stderr)
         )
@@ -197,7 +219,7 @@ class _Printer:
     def event(self, event: Event) -> None:
         if self.format == "stream-json":
             for line in self.shaper.lines(event):
-                _write_json(line)
+                self.out.write_json(line)
             return
         if isinstance(event, SystemEvent) and event.subtype == "warning":
             self.warning(event.data.get("message", ""))
@@ -216,10 +238,9 @@ class _Printer:
     def finish(self, result: SessionResult) -> None:
         self.progress.finish()
         if self.format == "json":
-            _write_json(result.payload)
+            self.out.write_json(result.payload)
         elif self.format == "text" and not result.is_error:
-            sys.stdout.write(result.result.rstrip("\n") + "\n")
-            sys.stdout.flush()
+            self.out.write(result.result.rstrip("\n") + "\n")
 
 
 def _is_terminal(stream: Any) -> bool:
@@ -227,11 +248,6 @@ def _is_terminal(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
-
-
-def _write_json(data: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
-    sys.stdout.flush()
 
 
 def _one_line(text: str) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -250,13 +249,6 @@ def _text(exc: BaseException) -> str:
     if isinstance(exc, ControlError):
         return str(exc)
     return str(exc) or type(exc).__name__
-
-
-def write_line(line: Line) -> None:
-    import json
-
-    sys.stdout.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
-    sys.stdout.flush()
 
 
 __all__ = ["SessionRequest", "StreamSession", "prompt_text", "sdk_hooks"]
