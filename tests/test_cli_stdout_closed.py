@@ -16,7 +16,9 @@ def main_agent(*turns: dict[str, object]) -> dict[str, object]:
     return {"agent_type": "main", "turns": list(turns)}
 
 
-def _run_into_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run_into_closed_pipe(
+    args: list[str], cwd: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """The command with its stdout a pipe whose reader is already gone."""
     read_end, write_end = os.pipe()
     os.close(read_end)
@@ -24,6 +26,7 @@ def _run_into_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedPro
         return subprocess.run(
             [sys.executable, "-m", "subagents", *args],
             cwd=cwd,
+            input=stdin,
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
@@ -77,29 +80,10 @@ def test_a_result_that_cannot_be_written_is_reported_and_saved(tmp_path: Path) -
 
 def test_an_sdk_session_whose_reader_went_away_ends(tmp_path: Path) -> None:
     script = _three_calls(tmp_path)
-    args = [
-        *script_args(script, output_format="stream-json", prompt=""),
-        "--input-format",
-        "stream-json",
-    ]
-    args.remove("-p")
-    args.remove("")
-    read_end, write_end = os.pipe()
-    os.close(read_end)
+    args = ["-p", "--model", f"scripted:{script}", "--output-format", "stream-json"]
+    args += ["--input-format", "stream-json"]
     user = '{"type":"user","message":{"role":"user","content":"go"}}\n'
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "subagents", "-p", *args],
-            cwd=tmp_path,
-            input=user,
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        os.close(write_end)
+    proc = _run_into_closed_pipe(args, tmp_path, stdin=user)
     assert proc.returncode == 141, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "standard output was closed (broken pipe)" in proc.stderr
