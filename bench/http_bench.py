@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import json
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -328,6 +331,71 @@ def count_calls(provider: str, transport: str, n: int, k: int, latency_ms: int) 
     )
 
 
+def instructions_inside(provider: str, what: str, n: int, k: int, runs: int) -> None:
+    """Inside valgrind (``--instructions``): a warm-up fan-out, then ``runs`` counted ones
+    (callgrind counts only inside ``functools.reduce``); prints the model calls."""
+    server = ReplayProcess(n, k, 0)
+    bodies = recorded_bodies(provider, n, k) if what == "raw lean HTTP" else []
+    try:
+
+        def one(calls: int, _: int) -> int:
+            async def session() -> int:
+                if what == "raw lean HTTP":
+                    exchange, close = lean_exchange(server.url, PATHS[provider])
+                    try:
+                        await fanout_requests(exchange, bodies, n, k)
+                    finally:
+                        await close()
+                    return n * k + 2
+                model = make_model(provider, "lean", server.url)
+                try:
+                    with tempfile.TemporaryDirectory(prefix="http-", dir=bench_dir()) as tmp:
+                        return (await run_session(model, Path(tmp), n))[0]
+                finally:
+                    await model.aclose()
+
+            return calls + asyncio.run(session())
+
+        one(0, 0)
+        gc.freeze()
+        print("model calls", functools.reduce(one, range(runs), 0), flush=True)
+    finally:
+        server.close()
+
+
+def instructions(provider: str, what: str, n: int, k: int, runs: int) -> str:
+    """Instructions per model call (callgrind; load cannot move it) of the lean fan-out or of
+    the raw lean HTTP client doing the same requests. The replay server is not counted."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "callgrind.out"
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--collect-atstart=no",
+            "--toggle-collect=functools_reduce",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            __file__,
+            "--inside-instructions",
+            what,
+            f"--provider={provider}",
+            f"--n={n}",
+            f"--k={k}",
+            f"--runs={runs}",
+        ]
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    refs = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    calls = re.search(r"model calls (\d+)", done.stdout)
+    if refs is None or calls is None:
+        raise RuntimeError(f"no count in valgrind's output:\n{done.stderr[-2000:]}")
+    total, model_calls = int(refs.group(1).replace(",", "")), int(calls.group(1))
+    return (
+        f"{provider:9} {what:14} L= 0 ms  model calls={model_calls}  "
+        f"instructions per model call: {total / model_calls:,.0f}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--provider", choices=("anthropic", "openai", "all"), default="all")
@@ -346,10 +414,24 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the replay server on asyncio streams (~2x its CPU per call) instead of a protocol",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="callgrind instructions per model call, lean fan-out and raw lean HTTP (load-proof)",
+    )
+    parser.add_argument("--inside-instructions", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.inside_instructions:
+        instructions_inside(args.provider, args.inside_instructions, args.n, args.k, args.runs)
+        return 0
     ReplayProcess.streams = args.streams_server
     providers = ["anthropic", "openai"] if args.provider == "all" else [args.provider]
     transports = ["lean", "sdk"] if args.transport == "all" else [args.transport]
+    if args.instructions:
+        for provider in providers:
+            for what in ("lean", "raw lean HTTP"):
+                print(instructions(provider, what, args.n, args.k, args.runs), flush=True)
+        return 0
     if args.count_calls:
         for provider in providers:
             for transport in transports:

@@ -24,6 +24,7 @@ same as a refused connection: the providers map both to a retryable ``connection
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import ssl
 import time
@@ -371,7 +372,53 @@ class HTTPClient:
 
 def _dechunk(buffer: bytearray) -> tuple[bytes, bool]:
     """Take every complete chunk off the front of ``buffer``: (their data, whether the final
-    chunk was among them). One pass with an offset and one deletion, not one per chunk."""
+    chunk was among them)."""
+    split = _dechunk_split(buffer) if len(buffer) <= _SPLIT_MAX else None
+    return split if split is not None else _dechunk_scan(buffer)
+
+
+_SPLIT_MAX = 256 * 1024
+"""Above this the buffer is scanned: a split copies all of it on each read, and a big chunk
+arriving over many reads would be copied once per read."""
+
+
+def _dechunk_split(buffer: bytearray) -> tuple[bytes, bool] | None:
+    """The usual case in C-level passes, no Python step per chunk: split at every CRLF, and if
+    every size line is plain hex and every piece after it is exactly that long, the pieces are
+    the chunks (the first piece that contains a CRLF of its own is shorter than its size, so a
+    match proves the framing). None when it does not match (extensions, trailers, a CRLF in a
+    chunk's data): ``_dechunk_scan`` reads those, and ``tests/wire/test_http_framing.py``
+    checks both give the same for every split of many bodies.
+
+    The split's last part is what follows the last CRLF; with an even count, the last size
+    line's data has no CRLF after it yet, so that pair stays in the buffer too."""
+    parts = buffer.split(b"\r\n")
+    count = len(parts)
+    if count < 3:
+        return b"", False
+    pairs = count - 1 if count % 2 else count - 2
+    try:
+        sizes = list(map(int, parts[0:pairs:2], _HEX))
+    except ValueError:
+        return None
+    pieces = parts[1:pairs:2]
+    if sizes != list(map(len, pieces)):
+        return None
+    final = False
+    if 0 in sizes:  # the last chunk: only ever the final pair, with no trailer line
+        if sizes.index(0) != len(sizes) - 1:
+            return None
+        final = True
+    rest = len(parts[-1]) if count % 2 else len(parts[-2]) + 2 + len(parts[-1])
+    del buffer[: len(buffer) - rest]
+    return b"".join(pieces), final
+
+
+_HEX = itertools.repeat(16)
+
+
+def _dechunk_scan(buffer: bytearray) -> tuple[bytes, bool]:
+    """Every framing, chunk by chunk: one pass with an offset and one deletion."""
     out: list[bytes] = []
     pos = 0
     final = False
