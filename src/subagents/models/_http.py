@@ -28,7 +28,7 @@ import itertools
 import os
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 CONNECT_TIMEOUT_S = 10.0
@@ -169,9 +169,22 @@ class _Connection(asyncio.Protocol):
 
 
 class Response:
-    """A response whose head has been read; ``body()`` yields the rest as it arrives."""
+    """A response whose head has been read; ``body()`` yields the rest as it arrives, and
+    ``each(sink)`` hands it to ``sink`` (the same, without an async generator: a call's
+    ``respond`` is the hot path, and every async generator costs a first-iteration hook, a
+    weak reference and a finaliser)."""
 
-    __slots__ = ("_client", "_connection", "_done", "_loop", "_origin", "headers", "status")
+    __slots__ = (
+        "_client",
+        "_connection",
+        "_done",
+        "_framing",
+        "_left",
+        "_loop",
+        "_origin",
+        "headers",
+        "status",
+    )
 
     def __init__(
         self,
@@ -189,21 +202,31 @@ class Response:
         self._origin = origin
         self._loop = loop
         self._done = False
+        self._framing = _framing(headers)
+        self._left = _content_length(headers) if self._framing is _SIZED else 0
+
+    async def each(self, sink: Callable[[bytes], object]) -> None:
+        """Call ``sink`` with the body, de-chunked, as it arrives. The connection goes back to
+        the pool once it has all been read; an error (or ``sink`` raising) closes it."""
+        while True:
+            piece, finished = self._take()
+            if piece:
+                sink(piece)
+            if finished:
+                break
+            await self._more()
+        self._finish()
 
     async def body(self) -> AsyncIterator[bytes]:
-        """The body, de-chunked. The connection goes back to the pool once it has all been read;
-        stopping early (or an error) closes it."""
-        if self.headers.get("transfer-encoding", "").lower().endswith("chunked"):
-            pieces = self._chunked()
-        elif "content-length" in self.headers:
-            pieces = self._sized(int(self.headers["content-length"]))
-        else:
-            pieces = self._until_close()
-        async for piece in pieces:
-            yield piece
-        self._done = True
-        keep = self.headers.get("connection", "").lower() != "close"
-        self._client._release(self._origin, self._connection, reuse=keep)
+        """The body, de-chunked; as ``each``, stopping early closes the connection."""
+        while True:
+            piece, finished = self._take()
+            if piece:
+                yield piece
+            if finished:
+                break
+            await self._more()
+        self._finish()
 
     async def read(self, limit: int = 1 << 20) -> bytes:
         """The whole body (error responses), at most ``limit`` bytes."""
@@ -223,44 +246,50 @@ class Response:
             self._client._active.discard(self._connection)
             self._connection.close()
 
+    def _take(self) -> tuple[bytes, bool]:
+        """What of the body is in the buffer, and whether that was all of it."""
+        buffer = self._connection.buffer
+        if self._framing is _CHUNKED:
+            return _dechunk(buffer)
+        if self._framing is _SIZED:
+            piece = bytes(buffer[: self._left])
+            del buffer[: len(piece)]
+            self._left -= len(piece)
+            return piece, self._left <= 0
+        piece = bytes(buffer)
+        buffer.clear()
+        if self._connection.eof:
+            self.headers["connection"] = "close"
+            return piece, True
+        return piece, False
+
     async def _more(self) -> None:
         connection = self._connection
-        if connection.eof:
+        if connection.eof and self._framing is not _UNTIL_CLOSE:
             raise HTTPTransportError("the server closed the connection before the response ended")
         await connection.readable(self._loop)
 
-    async def _chunked(self) -> AsyncIterator[bytes]:
-        buffer = self._connection.buffer
-        while True:
-            piece, final = _dechunk(buffer)
-            if piece:
-                yield piece
-            if final:
-                return
-            await self._more()
+    def _finish(self) -> None:
+        self._done = True
+        keep = self.headers.get("connection", "").lower() != "close"
+        self._client._release(self._origin, self._connection, reuse=keep)
 
-    async def _sized(self, length: int) -> AsyncIterator[bytes]:
-        buffer = self._connection.buffer
-        while length > 0:
-            if buffer:
-                piece = bytes(buffer[:length])
-                del buffer[: len(piece)]
-                length -= len(piece)
-                yield piece
-                continue
-            await self._more()
 
-    async def _until_close(self) -> AsyncIterator[bytes]:
-        buffer = self._connection.buffer
-        while True:
-            if buffer:
-                piece = bytes(buffer)
-                buffer.clear()
-                yield piece
-            if self._connection.eof:
-                self.headers["connection"] = "close"
-                return
-            await self._connection.readable(self._loop)
+_CHUNKED, _SIZED, _UNTIL_CLOSE = "chunked", "sized", "until close"
+
+
+def _framing(headers: dict[str, str]) -> str:
+    if headers.get("transfer-encoding", "").lower().endswith("chunked"):
+        return _CHUNKED
+    return _SIZED if "content-length" in headers else _UNTIL_CLOSE
+
+
+def _content_length(headers: dict[str, str]) -> int:
+    raw = headers["content-length"]
+    try:
+        return max(int(raw), 0)
+    except ValueError:
+        raise HTTPTransportError(f"bad content-length: {raw[:40]!r}") from None
 
 
 class HTTPClient:
@@ -290,10 +319,10 @@ class HTTPClient:
         connection.transport.write(head + headers + b"\r\n" + body)
         try:
             status, response_headers = await _read_head(connection, loop)
+            return Response(status, response_headers, self, connection, origin, loop)
         except BaseException:
             connection.close()
             raise
-        return Response(status, response_headers, self, connection, origin, loop)
 
     async def aclose(self) -> None:
         if self._sweeper is not None:
@@ -387,7 +416,7 @@ def _dechunk_split(buffer: bytearray) -> tuple[bytes, bool] | None:
     every size line is plain hex and every piece after it is exactly that long, the pieces are
     the chunks (the first piece that contains a CRLF of its own is shorter than its size, so a
     match proves the framing). None when it does not match (extensions, trailers, a CRLF in a
-    chunk's data): ``_dechunk_scan`` reads those, and ``tests/wire/test_http_framing.py``
+    chunk's data): ``_dechunk_scan`` reads those, and ``tests/wire/test_lean_framing.py``
     checks both give the same for every split of many bodies.
 
     The split's last part is what follows the last CRLF; with an even count, the last size

@@ -28,6 +28,7 @@ from subagents.models._http import (
     HTTPClient,
     HTTPTransportError,
     Origin,
+    Response,
     lean_transport_allowed,
 )
 from subagents.models._sdk_support import (
@@ -39,7 +40,7 @@ from subagents.models._sdk_support import (
     status_error,
     stream_error_kind,
 )
-from subagents.models._sse import SSEDecoder
+from subagents.models._sse import SSEDecoder, SSEEvent
 from subagents.models.base import (
     MessageDone,
     ModelError,
@@ -67,9 +68,9 @@ class StreamErrorEvent(Exception):
 
 class WireAssembler(Assembler, Protocol):
     """Builds one assistant message from a stream's events: SDK objects' dicts (``feed``) or
-    decoded SSE records (``feed_sse``)."""
+    the SSE records of one network read (``feed_events``, which returns the texts to show)."""
 
-    def feed_sse(self, name: str | None, data: bytes, /) -> str | None: ...
+    def feed_events(self, events: list[SSEEvent], /) -> list[str]: ...
 
 
 def choose_transport(*, has_client: bool, has_static_credential: bool, base_url: str) -> Transport:
@@ -133,46 +134,66 @@ class LeanCall:
     async def stream(self) -> AsyncIterator[StreamEvent]:
         """Text deltas as they come, then the whole message."""
         with abort_scope(self.abort):
-            async for texts in self._exchange():
-                for text in texts:
-                    yield TextDelta(text=text)
+            response = await self._open()
+            decoder, feed = SSEDecoder(), self.assembler.feed_events
+            try:
+                async for piece in response.body():
+                    for text in feed(decoder.feed(piece)):
+                        yield TextDelta(text=text)
+                feed(decoder.flush())
+            except (HTTPTransportError, StreamErrorEvent) as exc:
+                raise _failure(exc, response, self.label) from _cause(exc)
+            finally:
+                response.close()
         yield self.assembler.done(self.model, self.label)
 
     async def respond(self) -> MessageDone:
         """The whole message: the same exchange with no event per text delta (what
-        ``complete`` needs, and all the agent loop asks for)."""
+        ``complete`` needs, and all the agent loop asks for), and no async generator."""
         with abort_scope(self.abort):
-            async for _texts in self._exchange():
-                pass
+            response = await self._open()
+            decoder, feed = SSEDecoder(), self.assembler.feed_events
+            try:
+                await response.each(lambda piece: feed(decoder.feed(piece)))
+                feed(decoder.flush())
+            except (HTTPTransportError, StreamErrorEvent) as exc:
+                raise _failure(exc, response, self.label) from _cause(exc)
+            finally:
+                response.close()
         return self.assembler.done(self.model, self.label)
 
-    async def _exchange(self) -> AsyncIterator[list[str]]:
-        """Send the request; yield the texts each network read carried."""
-        endpoint, label, assembler = self.endpoint, self.label, self.assembler
+    async def _open(self) -> Response:
+        """Send the request; the response once its head is in. An error status is raised as
+        the provider's SDK words it."""
+        endpoint, label = self.endpoint, self.label
         try:
             response = await endpoint.client.post(
                 endpoint.origin, endpoint.path, endpoint.headers, orjson.dumps(self.body)
             )
         except HTTPTransportError as exc:
             raise _connection_error(label, exc) from exc
+        if 200 <= response.status < 300:
+            return response
         try:
-            if not 200 <= response.status < 300:
-                text, parsed = self.status_message(response.status, await response.read())
-                raise status_error(response.status, clip(text), parsed, response.headers, label)
-            decoder = SSEDecoder()
-            async for piece in response.body():
-                texts = [
-                    t for name, data in decoder.feed(piece) if (t := assembler.feed_sse(name, data))
-                ]
-                yield texts
-            for name, data in decoder.flush():
-                assembler.feed_sse(name, data)
+            text, parsed = self.status_message(response.status, await response.read())
         except HTTPTransportError as exc:
             raise _connection_error(label, exc) from exc
-        except StreamErrorEvent as event:
-            raise _stream_error(event, response.status, response.headers, label) from None
         finally:
             response.close()
+        raise status_error(response.status, clip(text), parsed, response.headers, label)
+
+
+def _failure(
+    exc: HTTPTransportError | StreamErrorEvent, response: Response, label: str
+) -> ModelError:
+    if isinstance(exc, StreamErrorEvent):
+        return _stream_error(exc, response.status, response.headers, label)
+    return _connection_error(label, exc)
+
+
+def _cause(exc: HTTPTransportError | StreamErrorEvent) -> BaseException | None:
+    """A dropped connection keeps its cause; an error event is reported as itself."""
+    return exc if isinstance(exc, HTTPTransportError) else None
 
 
 def _stream_error(
@@ -187,12 +208,9 @@ def _connection_error(label: str, exc: HTTPTransportError) -> ModelError:
     return ModelError("connection", f"{label}: connection failed: {clip(str(exc))}")
 
 
-def parse_json(data: bytes) -> Any:
-    """A stream record's JSON; bad JSON is the server's fault, reported like a dropped stream."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        raise HTTPTransportError(f"the server sent an event that is not JSON: {data[:80]!r}")
+def not_json(data: bytes) -> HTTPTransportError:
+    """A stream record that is not JSON: the server's fault, reported like a dropped stream."""
+    return HTTPTransportError(f"the server sent an event that is not JSON: {data[:80]!r}")
 
 
 def parse_error_body(raw: bytes) -> tuple[str, object]:

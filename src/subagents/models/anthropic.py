@@ -39,14 +39,15 @@ from subagents.models._lean import (
     Transport,
     choose_transport,
     header_lines,
+    not_json,
     parse_error_body,
-    parse_json,
 )
 from subagents.models._sdk_support import (
     EPHEMERAL,
     load_sdk,
     parse_tool_arguments,
 )
+from subagents.models._sse import SSEEvent
 from subagents.models.base import MessageDone, ModelError, ModelRequest
 from subagents.models.wire_tools import WireTools
 
@@ -207,22 +208,47 @@ USAGE_KEYS = tuple(Usage().to_dict())
 @dataclass(kw_only=True)
 class StreamAssembler:
     """Builds the assistant message, usage and stop reason from Messages stream events, each
-    the event's JSON as a dict (the lean transport parses it; the SDK path dumps its objects)."""
+    the event's JSON as a dict (the lean transport parses it; the SDK path dumps its objects).
+
+    A text block's deltas are kept as pieces in ``texts`` and joined into the block once (at a
+    new start of the same block and at ``done``): adding each delta to the block's text made
+    a long answer's assembly quadratic."""
 
     blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
     partial_json: dict[int, list[str]] = field(default_factory=dict)
+    texts: dict[int, list[str]] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
     stop_reason: str = "end_turn"
     stopped: bool = False
 
-    def feed_sse(self, name: str | None, data: bytes) -> str | None:
-        """One SSE record. Like the SDK: unnamed records and pings are skipped, an ``error``
-        record ends the stream with the error it carries."""
-        if name is None or name == "ping" or not data:
-            return None
-        if name == "error":
-            raise _stream_error(data)
-        return self.feed(parse_json(data))
+    def feed_events(self, events: list[SSEEvent]) -> list[str]:
+        """SSE records; returns the texts to show live. Like the SDK: unnamed records and pings
+        are skipped, an ``error`` record ends the stream with the error it carries. A text
+        delta, most of a stream, is applied here without a call per event."""
+        shown: list[str] = []
+        for name, data in events:
+            if name is None or name == "ping" or not data:
+                continue
+            if name == "error":
+                raise _stream_error(data)
+            try:
+                event = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                raise not_json(data) from None
+            if event.get("type") == "content_block_delta":
+                delta = event["delta"]
+                if delta.get("type") == "text_delta":
+                    index, text = event["index"], delta["text"]
+                    pieces = self.texts.get(index)
+                    if pieces is None:
+                        pieces = self._text_pieces(index)
+                    pieces.append(text)
+                    shown.append(text)
+                    continue
+            text = self.feed(event)
+            if text:
+                shown.append(text)
+        return shown
 
     def feed(self, event: dict[str, Any]) -> str | None:
         """Apply one event; returns text to show live, if the event carried some."""
@@ -232,7 +258,9 @@ class StreamAssembler:
         if kind == "message_start":
             self._merge_usage(event["message"].get("usage"))
         elif kind == "content_block_start":
-            self.blocks[event["index"]] = start_block(event["content_block"])
+            index = event["index"]
+            self._join_text(index)
+            self.blocks[index] = start_block(event["content_block"])
         elif kind == "content_block_stop":
             self._finish_block(event["index"])
         elif kind == "message_delta":
@@ -247,6 +275,8 @@ class StreamAssembler:
     def done(self, model: str, label: str) -> MessageDone:
         if not self.stopped:
             raise ModelError("connection", f"{label}: stream ended before message_stop")
+        for index in list(self.texts):
+            self._join_text(index)
         # An empty text block is legal in a response but rejected when sent back next turn.
         content = [
             cast(ContentBlock, block)
@@ -262,12 +292,15 @@ class StreamAssembler:
         )
 
     def _apply_delta(self, index: int, delta: dict[str, Any]) -> str | None:
-        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
         kind = delta.get("type")
         if kind == "text_delta":
             text: str = delta["text"]
-            block["text"] = block.get("text", "") + text
+            pieces = self.texts.get(index)
+            if pieces is None:
+                pieces = self._text_pieces(index)
+            pieces.append(text)
             return text
+        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
         if kind == "input_json_delta":
             self.partial_json.setdefault(index, []).append(delta["partial_json"])
         elif kind == "thinking_delta":
@@ -275,6 +308,18 @@ class StreamAssembler:
         elif kind == "signature_delta":
             block["signature"] = delta["signature"]
         return None
+
+    def _text_pieces(self, index: int) -> list[str]:
+        """The text pieces of block ``index`` (a delta before its start makes a text block)."""
+        self.blocks.setdefault(index, {"type": "text", "text": ""})
+        pieces: list[str] = self.texts.setdefault(index, [])
+        return pieces
+
+    def _join_text(self, index: int) -> None:
+        pieces = self.texts.pop(index, None)
+        if pieces:
+            block = self.blocks[index]
+            block["text"] = block.get("text", "") + "".join(pieces)
 
     def _finish_block(self, index: int) -> None:
         block = self.blocks.get(index)

@@ -31,6 +31,8 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from subagents.messages import ContentBlock, Usage
 from subagents.models._http import Origin
 from subagents.models._lean import (
@@ -41,13 +43,14 @@ from subagents.models._lean import (
     Transport,
     choose_transport,
     header_lines,
+    not_json,
     parse_error_body,
-    parse_json,
 )
 from subagents.models._sdk_support import (
     load_sdk,
     parse_tool_arguments,
 )
+from subagents.models._sse import SSEEvent
 from subagents.models.base import MessageDone, ModelError, ModelRequest
 from subagents.models.openai_messages import HistoryConversions
 from subagents.models.wire_tools import WireTools
@@ -210,15 +213,23 @@ class ChunkAssembler:
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
 
-    def feed_sse(self, name: str | None, data: bytes) -> str | None:
-        """One SSE record. Like the SDK: ``[DONE]`` ends the stream, and a chunk carrying an
-        ``error`` fails the call with it."""
-        if data[:6] == b"[DONE]":
-            return None
-        chunk = parse_json(data)
-        if type(chunk) is dict and chunk.get("error"):
-            raise _chunk_error(chunk["error"])
-        return self.feed(chunk)
+    def feed_events(self, events: list[SSEEvent]) -> list[str]:
+        """SSE records; returns the texts to show live. Like the SDK: ``[DONE]`` ends the
+        stream, and a chunk carrying an ``error`` fails the call with it."""
+        shown: list[str] = []
+        for _name, data in events:
+            if data[:6] == b"[DONE]":
+                continue
+            try:
+                chunk = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                raise not_json(data) from None
+            if type(chunk) is dict and chunk.get("error"):
+                raise _chunk_error(chunk["error"])
+            text = self.feed(chunk)
+            if text:
+                shown.append(text)
+        return shown
 
     def feed(self, chunk: dict[str, Any]) -> str | None:
         """Apply one chunk; returns text to show live, if it carried some.
