@@ -236,15 +236,17 @@ class StreamAssembler:
             except orjson.JSONDecodeError:
                 raise not_json(data) from None
             if event.get("type") == "content_block_delta":
-                delta = event["delta"]
-                if delta.get("type") == "text_delta":
-                    index, text = event["index"], delta["text"]
-                    pieces = self.texts.get(index)
-                    if pieces is None:
-                        pieces = self._text_pieces(index)
-                    pieces.append(text)
-                    shown.append(text)
+                index, delta = event["index"], event["delta"]
+                if delta.get("type") != "text_delta":
+                    self._apply_delta(index, delta)
                     continue
+                text = delta["text"]
+                pieces = self.texts.get(index)
+                if pieces is None:
+                    pieces = self._text_pieces(index)
+                pieces.append(text)
+                shown.append(text)
+                continue
             text = self.feed(event)
             if text:
                 shown.append(text)
@@ -300,7 +302,9 @@ class StreamAssembler:
                 pieces = self._text_pieces(index)
             pieces.append(text)
             return text
-        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
+        block = self.blocks.get(index)
+        if block is None:
+            block = self.blocks[index] = {"type": "text", "text": ""}
         if kind == "input_json_delta":
             self.partial_json.setdefault(index, []).append(delta["partial_json"])
         elif kind == "thinking_delta":
