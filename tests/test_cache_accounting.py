@@ -114,13 +114,14 @@ async def test_explicit_usage_is_used_as_written() -> None:
         }
 
 
-async def test_each_message_is_fingerprinted_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = 0
+async def test_messages_are_fingerprinted_only_where_histories_branch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[int] = []
     real = scripted._message_fingerprint
 
     def counting(message: Message) -> int:
-        nonlocal calls
-        calls += 1
+        seen.append(id(message))
         return real(message)
 
     monkeypatch.setattr(scripted, "_message_fingerprint", counting)
@@ -129,16 +130,48 @@ async def test_each_message_is_fingerprinted_once(monkeypatch: pytest.MonkeyPatc
     for turn in range(20):
         done = await complete(model, request("a", history))
         history += [done.message, user_message(f"result {turn}")]
-    # Every call fingerprints only what it has not seen; an answer is fingerprinted when it is
-    # served (the next request sends that same object), so only the last user message is not.
-    assert calls == len(history) - 1
-    # A fork made of the same message objects plus one directive costs one fingerprint (and
-    # one for its answer).
-    sent = history[:-2]
-    before = calls
-    done = await complete(model, request("fork", [*sent, user_message("directive")]))
-    assert calls == before + 2  # the directive, and the fork's own answer as it is served
+    # One history growing call after call is never fingerprinted: nothing else follows its
+    # prefixes, so there is nothing to tell its messages apart from.
+    assert seen == []
+    # Forks made while the parent waits for its tool results: its history so far (the same
+    # message objects, its last answer included) and a directive each. They walk the parent's
+    # prefixes by identity; the first one to branch off fingerprints nothing either.
+    sent = history[:-1]
+    directives = [user_message(f"directive {index}") for index in range(3)]
+    done = await complete(model, request("fork-0", [*sent, directives[0]]))
+    assert seen == []
     assert done.usage.cache_read_input_tokens > 0
+    # The second fork at that point tells the two directives apart; each later one, its own.
+    done = await complete(model, request("fork-1", [*sent, directives[1]]))
+    assert seen == [id(directives[0]), id(directives[1])]
+    assert done.usage.cache_read_input_tokens > 0
+    await complete(model, request("fork-2", [*sent, directives[2]]))
+    assert seen == [id(d) for d in directives]
+    # The parent goes on past the branch: its own next message, once.
+    done = await complete(model, request("a", history))
+    assert seen == [*(id(d) for d in directives), id(history[-1])]
+    chars = len(SYSTEM) + sum(map(scripted._message_chars, history))
+    assert done.usage.cache_read_input_tokens == (chars - len("result 19")) // 4
+
+
+async def test_a_full_prefix_tree_starts_afresh_and_agents_keep_their_own_prefix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(scripted, "_MEMO_LIMIT", 3)
+    model = echo_model()
+    history: list[Message] = [user_message("a" * 4000)]
+    done = await complete(model, request("a", history))  # the root and one prefix
+    history += [done.message, user_message("r" * 40)]
+    other = await complete(model, request("b", [user_message("a" * 4000), user_message("b")]))
+    assert other.usage.cache_read_input_tokens == (400 + 4000) // 4  # a third prefix
+    await complete(model, request("c", [user_message("c" * 40)]))  # the fourth: the tree is full
+    # A new agent finds nothing served (the tree started afresh) ...
+    fresh = await complete(model, request("d", [user_message("a" * 4000)]))
+    assert fresh.usage.cache_read_input_tokens == 0
+    # ... and an agent that was running goes on from its own prefixes.
+    again = await complete(model, request("a", history))
+    assert again.usage.cache_read_input_tokens == (400 + 4000) // 4
+    assert input_total(again.usage) == (400 + 4000 + 2 + 40) // 4
 
 
 async def test_session_with_five_forks_reads_from_the_cache(tmp_path: Path) -> None:
@@ -190,10 +223,12 @@ async def test_an_answer_is_counted_as_it_was_built_and_as_sent_again() -> None:
     history: list[Message] = [user_message("go")]
     for _ in turns:
         done = await complete(model, request("agent-x", history))
-        cached = model._cache._messages[id(done.message)]
-        assert cached[0] is done.message
-        assert cached[2] == scripted._message_chars(done.message)
-        assert cached[1] == scripted._message_fingerprint(done.message)
+        state = model._agents["agent-x"]
+        assert state.answer is done.message
+        assert state.answer_chars == scripted._message_chars(done.message)
+        # Every prefix's size, the answers' built counts among them, is a fresh count.
+        assert state.tip is not None
+        assert state.tip.size == len(SYSTEM) + sum(map(scripted._message_chars, history))
         history += [done.message, user_message("next")]
 
 

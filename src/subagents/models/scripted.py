@@ -34,11 +34,15 @@ part is what a provider writes to its cache) and plain ``input_tokens`` otherwis
 after the cached prefix). The three always add up to the plain estimate (characters / 4). Every
 served request counts as written, as if the client put a cache breakpoint on its last message.
 
-Prefixes are never serialised whole: the root key fingerprints the system prompt and the tool
-array (memoised by the list's identity), each message is fingerprinted once (memoised by its
-identity, keeping a reference so the id cannot be reused), and a prefix's key chains the key
-before it with the next message's fingerprint. An agent keeps its chain between calls, so a call
-costs O(new messages); a fork, whose history is the parent's own message objects, costs lookups.
+Prefixes are never serialised whole: every served prefix is a node of a tree whose roots
+fingerprint the system prompt and the tool array (memoised by the list's identity). A node's
+first child is known by identity alone; only when a second, different message follows the same
+prefix (two agents, a fork) are its children fingerprinted and told apart by content, each
+message once (memoised by its identity, keeping a reference so the id cannot be reused). An
+agent keeps its place in the tree between calls, so a call costs O(new messages) and an agent's
+own history, growing call after call, is never fingerprinted; a fork, whose history is the
+parent's own message objects, walks the parent's nodes by identity. Past ``_MEMO_LIMIT``
+prefixes the tree starts afresh (as a provider's cache expires).
 """
 
 from __future__ import annotations
@@ -246,43 +250,96 @@ def _remember(memo: dict[int, Any], key: int, value: Any) -> None:
     memo[key] = value
 
 
-class _PrefixCache:
-    """Chain keys of every prefix this model has served, and the memoised fingerprints."""
+class _Node:
+    """One served prefix: the root (system + tools) or a prefix ending at ``message``.
 
-    __slots__ = ("_messages", "_tools", "seen")
+    Its children are the messages that followed it in some request: while there is one, it is
+    ``lone``, known by identity and never fingerprinted (an agent's own history grows that way,
+    call after call); a second one turns them into ``children``, keyed by content."""
+
+    __slots__ = ("children", "lone", "message", "size")
+
+    def __init__(self, message: Message | None, size: int) -> None:
+        self.message = message
+        self.size = size
+        """Characters of the prefix (the system prompt counts, tool schemas do not)."""
+        self.lone: _Node | None = None
+        self.children: dict[int, _Node] | None = None
+
+
+class _PrefixCache:
+    """Every prefix this model has served, as a tree from each root, and the memoised
+    fingerprints of the messages that had to be told apart by content."""
+
+    __slots__ = ("_messages", "_tools", "nodes", "roots")
 
     def __init__(self) -> None:
-        self.seen: set[int] = set()
+        self.roots: dict[int, _Node] = {}
+        self.nodes = 0
+        """Prefixes in the tree: past ``_MEMO_LIMIT`` it starts afresh (as a provider's cache
+        expires), so the messages of long-finished agents are not kept forever."""
         self._tools: dict[int, tuple[list[ToolSchema], int]] = {}
-        self._messages: dict[int, tuple[Message, int, int]] = {}
+        self._messages: dict[int, tuple[Message, int]] = {}
 
-    def root(self, system: str, tools: list[ToolSchema]) -> int:
+    def root(self, system: str, tools: list[ToolSchema]) -> tuple[_Node, bool]:
+        """The root node of (system, tools), and whether it was served before."""
         entry = self._tools.get(id(tools))
         if entry is None or entry[0] is not tools:
             entry = (tools, _tools_fingerprint(tools))
             _remember(self._tools, id(tools), entry)
-        return hash((system, entry[1]))
+        key = hash((system, entry[1]))
+        node = self.roots.get(key)
+        if node is not None:
+            return node, True
+        node = self.roots[key] = _Node(None, len(system))
+        self.count()
+        return node, False
 
-    def message(self, message: Message) -> tuple[Message, int, int]:
-        """(message, fingerprint, characters), computed once per message object."""
+    def fingerprint(self, message: Message) -> int:
+        """The message's fingerprint, computed once per message object."""
         memo = self._messages
         key = id(message)
         entry = memo.get(key)
         if entry is None or entry[0] is not message:
-            entry = (message, _message_fingerprint(message), _message_chars(message))
-            if len(memo) >= _MEMO_LIMIT:  # ``_remember``, inlined
-                del memo[next(iter(memo))]
-            memo[key] = entry
-        return entry
+            entry = (message, _message_fingerprint(message))
+            _remember(memo, key, entry)
+        return entry[1]
 
-    def served(self, message: Message, chars: int) -> None:
-        """Remember an answer this model built, whose characters it counted as it built them
-        (``_message_chars`` of it, without walking its tool inputs again): the loop sends the
-        same object back in the agent's next request."""
-        memo = self._messages
-        if len(memo) >= _MEMO_LIMIT:
-            del memo[next(iter(memo))]
-        memo[id(message)] = (message, _message_fingerprint(message), chars)
+    def child(self, parent: _Node, message: Message) -> _Node | None:
+        """The prefix ``parent`` + ``message`` if it was served before, else None."""
+        lone = parent.lone
+        if lone is not None:
+            if lone.message is message:  # the same object: a fork's copy of its parent's history
+                return lone
+            # A second message after this prefix: from now on its children are told by content.
+            assert lone.message is not None
+            parent.children = {self.fingerprint(lone.message): lone}
+            parent.lone = None
+        elif parent.children is None:
+            return None
+        return parent.children.get(self.fingerprint(message))
+
+    def add(self, parent: _Node, message: Message, size: int) -> _Node:
+        """A new prefix after ``child`` found none."""
+        node = _Node(message, size)
+        children = parent.children
+        if children is None:
+            parent.lone = node
+        else:
+            children[self.fingerprint(message)] = node  # memoised by ``child`` already
+        self.count()
+        return node
+
+    def count(self) -> None:
+        self.nodes += 1
+        if self.nodes > _MEMO_LIMIT:
+            self.start_afresh()
+
+    def start_afresh(self) -> None:
+        """Forget every prefix: agents holding nodes of the old tree go on from them (their
+        own prefixes stay cached), new requests find none."""
+        self.roots = {}
+        self.nodes = 0
 
 
 # --- per-agent state -------------------------------------------------------------------------
@@ -302,61 +359,66 @@ class _AgentState:
     pending: _Turn | None = None
     captures: dict[str, str] = field(default_factory=dict)
     counted_messages: int = 0
-    last_counted: Message | None = None
-    keys: list[int] = field(default_factory=list)
-    """Prefix chain: ``keys[0]`` is the root (system + tools), ``keys[i]`` ends at message i-1."""
-    sizes: list[int] = field(default_factory=list)
-    """Characters of each prefix in ``keys`` (the system prompt counts, tool schemas do not)."""
-    known: int = 0
-    """Leading prefixes of ``keys`` already in the model's cache."""
-    root_of: tuple[str, list[ToolSchema], int] | None = None
-    """(system, tools, root key) of the last call: an agent sends the same objects each time."""
+    tip: _Node | None = None
+    """The prefix of the last request (its ``message`` is the last counted one)."""
+    base: _Node | None = None
+    """The root ``tip`` grows from."""
+    root_of: tuple[str, list[ToolSchema], _Node] | None = None
+    """(system, tools, root) of the last call: an agent sends the same objects each time."""
+    answer: Message | None = None
+    answer_chars: int = 0
+    """The last answer this model built for the agent, with the characters counted as it was
+    built (``_message_chars`` of it, without walking its tool inputs again): the loop sends
+    the same object back in the agent's next request."""
 
     def input_chars(self, request: ModelRequest, cache: _PrefixCache) -> tuple[int, int]:
-        """(system + message characters, characters of the longest already-cached prefix).
+        """(system + message characters, characters of the longest already-served prefix).
 
-        Only messages not seen on earlier calls are fingerprinted and counted. The chain restarts
+        Only messages not seen on earlier calls are looked at. The walk restarts from the root
         when the root changed, the history shrank or its last counted message was replaced
-        (compaction, a resumed agent reusing the id).
+        (compaction, a resumed agent reusing the id). Once a prefix is new, every longer one
+        is: the tree only grows from there (nothing is fingerprinted on an agent's own path).
         """
         messages = request.messages
         size = len(messages)
         root_of = self.root_of
+        shared = -1  # none missed yet
         if root_of is not None and root_of[0] is request.system and root_of[1] is request.tools:
             root = root_of[2]
         else:
-            root = cache.root(request.system, request.tools)
+            root, known = cache.root(request.system, request.tools)
             self.root_of = (request.system, request.tools, root)
-        seen = self.counted_messages
-        keys, sizes = self.keys, self.sizes
+            if not known:
+                shared = 0
+        seen, node = self.counted_messages, self.tip
         if (
-            not keys
-            or keys[0] != root
+            node is None
+            or self.base is not root
             or seen > size
-            or (seen and messages[seen - 1] is not self.last_counted)
+            or (seen and messages[seen - 1] is not node.message)
         ):
-            keys[:] = [root]
-            sizes[:] = [len(request.system)]
-            seen, self.known = 0, 0
-        key, total = keys[-1], sizes[-1]
-        describe = cache.message
+            node, seen, self.base = root, 0, root
+        answer = self.answer
         for index in range(seen, size):
-            _, fingerprint, chars = describe(messages[index])
-            key = hash((key, fingerprint))
-            total += chars
-            keys.append(key)
-            sizes.append(total)
-        self.counted_messages = size
-        self.last_counted = messages[-1] if size else None
-        # The shared part: walk the chain past the known part until a prefix is unseen; then
-        # record them all as seen.
-        seen_keys, hits, length = cache.seen, self.known, len(keys)
-        while hits < length and keys[hits] in seen_keys:
-            hits += 1
-        if hits < length:
-            seen_keys.update(keys[hits:])
-        self.known = length
-        return total, sizes[hits - 1] if hits else 0
+            message = messages[index]
+            if shared < 0:
+                found = cache.child(node, message)
+                if found is not None:
+                    node = found
+                    continue
+                shared = node.size
+                chars = self.answer_chars if message is answer else _message_chars(message)
+                node = cache.add(node, message, node.size + chars)
+                continue
+            # Below a new prefix: its only child, nothing to look up (``add``, inlined).
+            chars = self.answer_chars if message is answer else _message_chars(message)
+            new = node.lone = _Node(message, node.size + chars)
+            node = new
+            cache.nodes += 1
+            if cache.nodes > _MEMO_LIMIT:
+                cache.start_afresh()
+        self.tip, self.counted_messages = node, size
+        return node.size, node.size if shared < 0 else shared
 
     def describe(self) -> str:
         prompt = self.prompt
@@ -628,7 +690,7 @@ class ScriptedModel:
         usage = self._usage(turn, state, request, chars)
         message: Message = {"role": "assistant", "content": content}
         if turn.usage is None:  # estimating: the next request counts this answer
-            self._cache.served(message, chars)
+            state.answer, state.answer_chars = message, chars
         return MessageDone(
             message=message,
             usage=usage,
