@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel, ValidationError
 
@@ -27,6 +27,8 @@ from subagents.tools.base import (
     CURRENT_TOOL_USE_ID,
     HOOK_APPROVED,
     CallInfo,
+    CanUseTool,
+    InstantPermission,
     LoopHooks,
     Tool,
     ToolContext,
@@ -229,7 +231,10 @@ async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
     CURRENT_TOOL_USE_ID.set(tool_use_id)
     try:
         if ctx.hooks is None:  # no hook to consult: straight to the rules (one await less)
-            args, denial = await _check_rules(tool, args, ctx)
+            if _allowed_at_once(tool, args, ctx):
+                denial = None
+            else:
+                args, denial = await _check_rules(tool, args, ctx)
         else:
             args, denial, extra_context = await _authorize(tool, args, block, ctx)
         if denial is not None:
@@ -305,11 +310,38 @@ async def _authorize(
         if verdict.decision == "allow":
             token = HOOK_APPROVED.set(True)
     try:
+        if _allowed_at_once(tool, args, ctx):
+            return args, None, extra
         args, denial = await _check_rules(tool, args, ctx)
         return args, denial, extra
     finally:
         if token is not None:
             HOOK_APPROVED.reset(token)
+
+
+_INSTANT_TYPES: dict[type, bool] = {}
+
+
+def _allowed_at_once(tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> bool:
+    """Whether ``_check_rules`` would allow the call as it is, answered without awaiting:
+    the tool has no check of its own and the context's check is an ``InstantPermission``
+    that says so (a read-only call no rule can change, on every call of most agents)."""
+    if type(tool).check_permissions is not Tool.check_permissions:
+        return False
+    check = ctx.can_use_tool
+    if check is None or not tool.requires_permission:
+        return True
+    return _is_instant(check) and check.allowed_at_once(tool, args, ctx)
+
+
+def _is_instant(check: CanUseTool) -> TypeGuard[InstantPermission]:
+    """``isinstance(check, InstantPermission)``, answered once per type (a protocol check
+    walks its members on every call; a method protocol's answer is the class's)."""
+    kind = type(check)
+    known = _INSTANT_TYPES.get(kind)
+    if known is None:
+        known = _INSTANT_TYPES[kind] = isinstance(check, InstantPermission)
+    return known
 
 
 async def _check_rules(

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from subagents.events import AgentRef
 from subagents.permissions.context import PermissionContext
-from subagents.permissions.decision import decide, decide_off_loop
+from subagents.permissions.decision import allowed_without_rules, decide, decide_off_loop
 from subagents.permissions.denials import DenialLimits, DenialTracker
 from subagents.permissions.read_rules import read_denial
 from subagents.permissions.rules import PermissionRule
@@ -133,6 +133,24 @@ class PermissionChecker:
         if tracker.record_denial():
             message = f"{message}\n\n{tracker.stop_message()}"
         return PermissionResult(behavior="deny", message=message)
+
+    def allowed_at_once(self, tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> bool:
+        """``tools.base.InstantPermission``: True where awaiting this check would allow the
+        call by the mode alone (``decide``'s read-only step, which telemetry does not record),
+        counted as that allow is; False sends the call to ``__call__`` (a tripped breaker, a
+        tool the agent does not hold, Bash, any deny or ask rule, a call that is not
+        read-only)."""
+        tracker = self.trackers.get(ctx.agent.agent_id)
+        if tracker is None or tracker.tripped:
+            return False  # the first call of an agent makes its tracker in ``__call__``
+        context = self.context
+        held = context.tools
+        if (held is not None and tool.name not in held) or tool.name == "Bash":
+            return False
+        if not allowed_without_rules(context, tool, args):
+            return False
+        tracker.consecutive = 0  # ``record_allow``, inlined: this runs for every call
+        return True
 
     def tracker(self, agent_id: str) -> DenialTracker:
         """The denial counts of ``agent_id`` (created on first use)."""

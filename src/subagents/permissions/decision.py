@@ -69,9 +69,18 @@ def decide(
             from subagents.permissions.bash_decision import decide_bash  # at the first Bash call
 
             return decide_bash(context, command)
-    if tool.read_only_grants and not context.deny and not context.ask and tool.is_read_only(args):
+    if allowed_without_rules(context, tool, args):
         return _ALLOW  # the common case, on every call: no rule can change the verdict
     return _decide_tool(context, tool, args, ctx)
+
+
+def allowed_without_rules(context: PermissionContext, tool: Tool[Any], args: BaseModel) -> bool:
+    """A read-only call of a tool whose read-only claim is ours, in a context without deny or
+    ask rules: allowed in every mode (step 7), whatever else the context says. The caller has
+    ruled out a tool the agent does not hold and a Bash command (analysed on its own)."""
+    return (
+        tool.read_only_grants and not context.deny and not context.ask and tool.is_read_only(args)
+    )
 
 
 INLINE_BASH_CHARS = 16 * 1024

@@ -97,6 +97,19 @@ CanUseTool = Callable[["Tool[Any]", BaseModel, "ToolContext"], Awaitable[Permiss
 
 
 @runtime_checkable
+class InstantPermission(Protocol):
+    """A ``can_use_tool`` that can tell, without awaiting, that it would allow a call as it is.
+
+    The loop asks ``allowed_at_once`` first (``permissions.checker.PermissionChecker`` answers
+    it for a read-only call no rule can change); False sends the call to the awaited check as
+    before. It answers True only where awaiting the check would allow the call with its input
+    unchanged, nobody asked and nothing recorded but the allow itself; the loop still runs the
+    PreToolUse hooks and the tool's own check around it."""
+
+    def allowed_at_once(self, tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> bool: ...
+
+
+@runtime_checkable
 class ReadGuard(Protocol):
     """The read permission rules, for each file a tool reads or lists (not just the call's path).
 
