@@ -3,7 +3,8 @@
 What the lean per-call path must keep: a tool's progress reaches whoever listens; each denied
 call of a turn is recorded under its own tool_use id; an agent's recent activities are its last
 five tool calls, however many one turn made; a model switched mid-session answers the next
-call whether it streams or answers whole; transcripts hold every line a durable turn wrote.
+call whether it streams or answers whole; transcripts hold every line a durable turn wrote;
+the calls kept in ``call_outputs`` are those whose output carries metadata.
 """
 
 from __future__ import annotations
@@ -227,3 +228,17 @@ async def test_the_transcript_holds_each_turn_in_order_odd_characters_too(tmp_pa
     assert answers[-1]["content"][0]["text"] == "done \ud800 odd"
     markers = [r["turn"] for r in records if r["type"] == "turn_completed"]
     assert markers == list(range(1, len(markers) + 1))
+
+
+async def test_call_outputs_keep_the_calls_whose_output_carries_metadata(tmp_path: Path) -> None:
+    target = tmp_path / "x.txt"
+    write = {"name": "Write", "input": {"file_path": str(target), "content": "x"}}
+    script = main_turns({"tool_calls": [step("a"), write, step("b")]}, {"text": "done"})
+    result = await Session(options(tmp_path, script, permission_mode="acceptEdits")).run("go")
+    assert result.result == "done"
+    kept = result.agents[0].stats.call_outputs
+    assert [c.tool_name for c in kept] == ["Write"]  # the Steps' plain results are not kept
+    output = kept[0].output
+    assert output is not None and output.metadata is not None
+    assert output.metadata["files_changed"] == [str(target)]
+    assert "stepped b" in json.dumps(result.agents[0].messages)

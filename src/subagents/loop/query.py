@@ -166,6 +166,10 @@ class LoopStats:
     (rarely: a progress report, a supervision line) rather than on every call; a string is an
     activity described already (a remote node's report)."""
     call_outputs: list[CallResult] = field(default_factory=list)
+    """The tool calls whose output carried metadata (files changed, a command's exit code, an
+    Agent call's result), in call order: what verification's evidence reads. A call with a plain
+    result is not kept (its text is in the history): two objects per call less that the garbage
+    collector would walk for the rest of the agent's life."""
 
     @property
     def activities(self) -> list[str]:
@@ -439,7 +443,11 @@ class _Loop:
             blocks += self._inbox_blocks()
         if reminders is not None:
             blocks += reminders()
-        self.stats.call_outputs += results
+        kept = self.stats.call_outputs
+        for result in results:
+            output = result.output
+            if output is not None and output.metadata:
+                kept.append(result)
         message: Message = {"role": "user", "content": blocks}
         self._append(message)
         if self.ctx.emit is not discard:
