@@ -119,3 +119,27 @@ def test_a_planted_symlink_is_not_followed(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         TranscriptWriter(folder / "a3.jsonl")
     assert target.read_text(encoding="utf-8") == "untouched"
+
+
+def test_a_short_write_is_finished_without_repeating_or_losing_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def write_turns(writer: TranscriptWriter) -> None:
+        for message in ODD_MESSAGES:
+            writer.append(message)
+        writer.flush()
+        writer.append(ODD_MESSAGES[0])
+        writer.flush()
+
+    reference = TranscriptWriter(tmp_path / "reference.jsonl")
+    write_turns(reference)
+    reference.close()
+    path = tmp_path / "t.jsonl"
+    writer = TranscriptWriter(path)
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, bytes(data[:7])))
+    write_turns(writer)
+    monkeypatch.undo()
+    writer.close()
+    assert path.read_bytes() == (tmp_path / "reference.jsonl").read_bytes()
+    assert [r["turn"] for r in read_records(path) if r["type"] == "turn_completed"] == [1, 2]

@@ -434,8 +434,15 @@ class _Loop:
         return reminders() if reminders is not None else []
 
     def _record_tool_results(self, turn: TurnResults) -> None:
-        results = turn.completed()
-        blocks: list[ContentBlock] = [r.block for r in results]
+        blocks: list[ContentBlock] = []
+        kept = self.stats.call_outputs
+        for result in turn.results:  # ``turn.completed()``, inlined: once per turn
+            if result is None:
+                continue
+            blocks.append(result.block)
+            output = result.output
+            if output is not None and output.metadata:
+                kept.append(result)
         spec = self.spec
         inbox, reminders = spec.inbox, spec.reminders
         if inbox is not None and inbox.queued():
@@ -443,14 +450,10 @@ class _Loop:
             blocks += self._inbox_blocks()
         if reminders is not None:
             blocks += reminders()
-        kept = self.stats.call_outputs
-        for result in results:
-            output = result.output
-            if output is not None and output.metadata:
-                kept.append(result)
         message: Message = {"role": "user", "content": blocks}
         self._append(message)
         if self.ctx.emit is not discard:
+            results = turn.completed()
             outputs = [r.output.metadata if r.output is not None else None for r in results]
             self.ctx.emit(ToolResultsEvent(agent=self.ctx.agent, message=message, outputs=outputs))
 

@@ -14,9 +14,9 @@ cancelled result, so the history stays paired (each ``tool_use`` has its ``tool_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -27,7 +27,6 @@ from subagents.tools.base import (
     CURRENT_TOOL_USE_ID,
     HOOK_APPROVED,
     CallInfo,
-    CanUseTool,
     InstantPermission,
     LoopHooks,
     Tool,
@@ -153,6 +152,7 @@ async def run_tool_calls(
     max_concurrency: int = MAX_CONCURRENT_TOOLS,
 ) -> None:
     """Run a turn's calls into ``turn.results``; on cancellation, fill the gaps and re-raise."""
+    concurrent = False
     try:
         prepared = prepare_calls(turn.calls, tools)
         # One call (most turns) is a group of its own either way.
@@ -164,12 +164,15 @@ async def run_tool_calls(
                 else:
                     turn.results[call.index] = await _observed_call(ctx.observer, call, ctx)
             else:
+                concurrent = True
                 await _run_group(group, turn, ctx, max_concurrency)
     except asyncio.CancelledError:
         turn.fill_cancelled()
         raise
-    # A call task cancelled on its own (not through us) still owes the model a result.
-    turn.fill_cancelled()
+    if concurrent:
+        # A call task cancelled on its own (not through us) still owes the model a result; a
+        # call awaited here has its result once the await returns.
+        turn.fill_cancelled()
 
 
 async def _run_group(
@@ -319,7 +322,9 @@ async def _authorize(
             HOOK_APPROVED.reset(token)
 
 
-_INSTANT_TYPES: dict[type, bool] = {}
+AtOnce = Callable[[Any, Tool[Any], BaseModel, ToolContext], bool]
+_AT_ONCE: dict[type, AtOnce | None] = {}
+"""Per ``can_use_tool`` type: its ``InstantPermission.allowed_at_once``, or None."""
 
 
 def _allowed_at_once(tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> bool:
@@ -331,17 +336,25 @@ def _allowed_at_once(tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> bool
     check = ctx.can_use_tool
     if check is None or not tool.requires_permission:
         return True
-    return _is_instant(check) and check.allowed_at_once(tool, args, ctx)
-
-
-def _is_instant(check: CanUseTool) -> TypeGuard[InstantPermission]:
-    """``isinstance(check, InstantPermission)``, answered once per type (a protocol check
-    walks its members on every call; a method protocol's answer is the class's)."""
     kind = type(check)
-    known = _INSTANT_TYPES.get(kind)
-    if known is None:
-        known = _INSTANT_TYPES[kind] = isinstance(check, InstantPermission)
-    return known
+    at_once = _AT_ONCE.get(kind)
+    if at_once is None:
+        if kind in _AT_ONCE:  # not an ``InstantPermission``
+            return False
+        at_once = _AT_ONCE[kind] = _at_once_of(check)
+        if at_once is None:
+            return False
+    return at_once(check, tool, args, ctx)
+
+
+def _at_once_of(check: object) -> AtOnce | None:
+    """The class's ``allowed_at_once`` when ``check`` is an ``InstantPermission`` (a protocol
+    check walks its members, so it is made once per type; a method protocol's answer is the
+    class's)."""
+    if not isinstance(check, InstantPermission):
+        return None
+    method: AtOnce = type(check).allowed_at_once
+    return method
 
 
 async def _check_rules(

@@ -327,7 +327,9 @@ class _PrefixCache:
             parent.lone = node
         else:
             children[self.fingerprint(message)] = node  # memoised by ``child`` already
-        self.count()
+        self.nodes += 1
+        if self.nodes > _MEMO_LIMIT:
+            self.start_afresh()
         return node
 
     def count(self) -> None:
@@ -556,8 +558,17 @@ class ScriptedModel:
             meta = request.metadata
             key = meta.agent_id if not meta.compaction else _compaction_key(meta)
             state = self._agents.get(key) or self._bind(meta, key)
-            if state.entry is not None:
-                turn = self._next_turn(state, state.entry)
+            entry = state.entry
+            if entry is not None:
+                turns, served = entry.turns, state.served
+                if served < len(turns) and turns[served].error is None:
+                    # ``_next_turn`` and ``_consume`` of a turn that does not fail, inlined
+                    turn = turns[served]
+                    state.served = served + 1
+                    state.failures = 0
+                    state.pending = None
+                else:
+                    turn = self._next_turn(state, entry)
             elif state.pending is not None:
                 turn = self._consume(state, state.pending)
             else:

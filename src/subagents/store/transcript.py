@@ -56,12 +56,11 @@ def _open_private(path: Path) -> int:
         return os.open(name, _OPEN_FLAGS, 0o600)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    written = os.write(fd, data)
-    if written < len(data):  # a short write (rare): the rest, without copying the bytes
-        view = memoryview(data)[written:]
-        while view:
-            view = view[os.write(fd, view) :]
+def _write_rest(fd: int, data: bytes, written: int) -> None:
+    """After a short write of ``written`` bytes (rare): the rest, without copying the bytes."""
+    view = memoryview(data)[written:]
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 MIN_OPEN_TRANSCRIPTS = 64
@@ -142,8 +141,13 @@ class TranscriptWriter:
         self._pending = []
         if self._fd < 0:  # closed to stay within the descriptor budget: open it again
             self._fd = _open_private(self.path)
-        _hold_open(self)
-        _write_all(self._fd, data)
+        try:  # ``_hold_open`` of a writer already counted (every flush but its first): inlined
+            _open_writers.move_to_end(self._key)
+        except KeyError:
+            _hold_open(self)
+        written = os.write(self._fd, data)
+        if written < len(data):
+            _write_rest(self._fd, data, written)
 
     def close(self) -> None:
         if self._closed:
