@@ -12,7 +12,9 @@
   Python function calls per model call (cProfile's count, per run and their mean over
   ``--runs``; load moves it only through what wall time decides — progress lines, activity
   writes, the grouping of notifications — a few per cent; ``--pinned`` turns the first two
-  off, for counts and callgrind runs that compare trees on a loaded machine).
+  off, for counts and callgrind runs that compare trees on a loaded machine); ``--instructions``:
+  callgrind instructions per child and per model call of one measured run after a warm-up
+  (pinned as ``--pinned``; only the measured run is counted), the figure load cannot move.
 * ``forks`` — a parent runs P turns (default 50) of tool calls, then forks F children (default 20)
   in one response. Reported: the fraction of the forks' input tokens that the scripted model's
   prefix cache served (cache reads / all input tokens of fork requests), which is what a
@@ -26,8 +28,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import json
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -262,6 +267,56 @@ def count_swarm_calls(n: int, k: int, latency_ms: int, runs: int = 1) -> dict[st
     }
 
 
+def swarm_instructions(n: int, k: int, latency_ms: int) -> dict[str, Any]:
+    """Callgrind instructions of one measured swarm (warm-up, import heap frozen and the
+    wall-time-decided work pinned off, as ``--pinned``), per child and per model call. Only the
+    measured run is counted (``--toggle-collect`` on ``functools.reduce``, which wraps it and
+    nothing else); ``PYTHONHASHSEED`` is fixed so two runs of one tree agree closely."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--collect-atstart=no",
+        "--toggle-collect=functools_reduce",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        __file__,
+        "swarm",
+        "--inside-instructions",
+        f"--n={n}",
+        f"--k={k}",
+        f"--latency={latency_ms}",
+    ]
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    refs = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if refs is None:
+        raise RuntimeError(f"no count in valgrind's output:\n{done.stderr[-2000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    instructions = int(refs.group(1).replace(",", ""))
+    return {
+        "workload": "swarm",
+        "children": n,
+        "model_calls": figures["model_calls"],
+        "instructions_per_child": round(instructions / n),
+        "instructions_per_model_call": round(instructions / figures["model_calls"]),
+    }
+
+
+def measured_swarm(n: int, k: int, latency_ms: int) -> dict[str, Any]:
+    """Inside valgrind (``swarm_instructions``): a warm-up, then one run under ``reduce``."""
+    pin_wall_time_work()
+    with tempfile.TemporaryDirectory(prefix="warm-", dir=bench_dir()) as tmp:
+        asyncio.run(run_swarm(min(n, 50), k, latency_ms, Path(tmp)))
+    gc.freeze()
+
+    def one(_: object, __: int) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
+            return asyncio.run(run_swarm(n, k, latency_ms, Path(tmp)))
+
+    figures: dict[str, Any] = functools.reduce(one, range(1), {})
+    return figures
+
+
 def forks_script(parent_turns: int, forks: int) -> dict[str, Any]:
     turns: list[dict[str, Any]] = [
         {"tool_calls": [{"name": "Note", "input": {"text": f"context step {i} " * 20}}]}
@@ -340,6 +395,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="swarm: no progress sweeps, no activity writes (see pin_wall_time_work)",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="swarm: callgrind instructions per child and per model call (needs valgrind)",
+    )
+    parser.add_argument("--inside-instructions", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--parent-turns", type=int, default=50)
     parser.add_argument("--forks", type=int, default=20)
     args = parser.parse_args(argv)
@@ -347,6 +408,10 @@ def main(argv: list[str] | None = None) -> int:
         pin_wall_time_work()
     if args.workload == "floor":
         figures = asyncio.run(bare_swarm(args.n, args.k, args.latency))
+    elif args.workload == "swarm" and args.inside_instructions:
+        figures = measured_swarm(args.n, args.k, args.latency)
+    elif args.workload == "swarm" and args.instructions:
+        figures = swarm_instructions(args.n, args.k, args.latency)
     elif args.workload == "swarm" and args.count_calls:
         figures = count_swarm_calls(args.n, args.k, args.latency, args.runs)
     elif args.workload == "swarm":

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cli_helpers import agent_call, recorded, run_script, tool_call, wait_until_dead, write_script
 from subagents.events import Event, NotificationEvent
 from subagents.session import Session, SessionOptions
@@ -384,6 +386,57 @@ async def test_children_of_one_type_share_one_config_snapshot(tmp_path: Path) ->
     assert again is not explore and records.shared_config(again) is records.shared_config(explore)
     thinking = replace(explore, thinking={"type": "enabled"})  # unhashable: passed through
     assert records.shared_config(thinking) is thinking
+
+
+async def test_children_of_one_type_build_their_config_snapshot_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four Explore children and a general-purpose one: the snapshot is built once per type
+    (``DurableRecords.config_from``), each record on disk still holds its own type's config,
+    and the snapshot's JSON form, made once, comes back as a new dict at every call."""
+    from dataclasses import replace
+
+    from subagents.agents import durability
+    from subagents.store import FileStore
+
+    built: list[str] = []
+    real = durability.config_snapshot
+
+    def counting(job: Any) -> Any:
+        built.append(job.run.agent_type)
+        return real(job)
+
+    monkeypatch.setattr(durability, "config_snapshot", counting)
+    calls = [*(bg_call(f"look {i}") for i in range(4)), bg_call("work", "general-purpose")]
+    script = {
+        "agents": [
+            {"agent_type": "main", "turns": [{"tool_calls": calls}, *({"text": "ok"},) * 6]},
+            {"agent_type": "Explore", "turns": [{"text": "seen"}]},
+            {"agent_type": "general-purpose", "turns": [{"text": "done"}]},
+        ]
+    }
+    options = SessionOptions(
+        model=ScriptedModel.from_dict(script), cwd=tmp_path, home=tmp_path / "home"
+    )
+    session = Session(options)
+    result = await session.run("go")
+    assert sorted(built) == ["Explore", "general-purpose"]
+    records = session.background.records
+    assert records is not None and isinstance(records.store, FileStore)
+    disk = FileStore(records.store.state)
+    stored = {run.agent_id: disk.get(run.agent_id) for run in result.agents[1:]}
+    tools: dict[str, set[Any]] = {"Explore": set(), "general-purpose": set()}
+    for record in stored.values():
+        assert record is not None and record.status == "completed"
+        tools[record.agent_type].add(record.config.tools)
+    assert len(tools["Explore"]) == len(tools["general-purpose"]) == 1
+    assert tools["Explore"] != tools["general-purpose"]  # each type's own tools
+    config = next(r.config for r in stored.values() if r is not None)
+    first, second = config.to_dict(), config.to_dict()
+    assert first == second and first is not second
+    first["model"] = "changed"
+    assert config.to_dict()["model"] == config.model
+    assert replace(config, model="other").to_dict()["model"] == "other"  # no stale JSON form
 
 
 async def test_children_of_one_type_share_one_derived_permission_context(tmp_path: Path) -> None:

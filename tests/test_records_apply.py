@@ -99,7 +99,7 @@ def reference(record: SidecarRecord, changes: dict[str, Any], now: float) -> Any
     updates = dict(changes)
     if changes.get("status") in ("completed", "failed", "killed") and "ended_at" not in updates:
         updates["ended_at"] = now
-    return _checked_update(record, updates, f"update of agent {record.agent_id}", changes)[0]
+    return _checked_update(record, updates, changes)[0]
 
 
 @pytest.mark.parametrize("name", sorted(CANDIDATES))
@@ -156,7 +156,6 @@ def test_unknown_and_immutable_fields_are_refused() -> None:
 def test_a_record_that_cannot_be_written_is_refused_on_both_paths() -> None:
     broken = make_record("a00000001")
     object.__setattr__(broken, "lineage", None)  # an unchanged field that to_dict cannot write
-    where = "update of agent a00000001"
     for update in (_plain_update, _checked_update):
-        with pytest.raises(InvalidRecordError, match=r"\['notified'\]"):
-            update(broken, {"notified": True}, where, {"notified": True})
+        with pytest.raises(InvalidRecordError, match=r"update of agent a00000001: \['notified'\]"):
+            update(broken, {"notified": True}, {"notified": True})

@@ -47,9 +47,29 @@ def started(records: DurableRecords, job: AgentJob, state: TaskState) -> None:
         session_id=records.session_id,
         project_path=records.project_path,
         identity=records.identity,
-        config=records.shared_config(config_snapshot(job)),
+        config=records.config_from(_snapshot_parts(job), lambda: config_snapshot(job)),
     )
     records.started(record)
+
+
+def _snapshot_parts(job: AgentJob) -> tuple[object, ...]:
+    """Everything ``config_snapshot`` reads, as the objects themselves: children of one type
+    share their definition, tool list, prompt and budget objects (``AgentRuntime.child_toolset``,
+    ``child_prompt``, the shared unlimited ``Budget``), so they share one snapshot. The tool
+    list is never changed in place; its length rides along all the same."""
+    frame = job.frame
+    tools = frame.tools
+    return (
+        frame.definition,
+        tools,
+        len(tools),
+        frame.system,
+        job.budget,
+        frame.run.model,
+        frame.permission_mode,
+        frame.thinking,
+        job.memory_only,
+    )
 
 
 def backgrounded(records: DurableRecords, agent_id: str, output_path: str | None) -> None:
@@ -85,20 +105,21 @@ def build_record(
     config: ConfigSnapshot | None = None,
 ) -> SidecarRecord:
     """The child's first record; ``config`` is ``config_snapshot(job)`` unless given."""
-    run = job.run
+    run = job.frame.run
+    ref = run.ref  # (its fields once: the run's properties are each a Python call)
     now = time.time()
     return SidecarRecord(
-        agent_id=run.agent_id,
-        agent_type=run.agent_type,
+        agent_id=ref.agent_id,
+        agent_type=ref.agent_type,
         description=run.description,
         prompt=run.prompt,
         session_id=session_id,
         project_path=project_path,
-        parent_agent_id=run.ref.parent_agent_id,
+        parent_agent_id=ref.parent_agent_id,
         is_background=run.is_background,
         tool_use_id=run.tool_use_id,
         lineage=Lineage(
-            root_agent_id=run.root_agent_id or run.agent_id,
+            root_agent_id=run.root_agent_id or ref.agent_id,
             resumed_from=run.resumed_from,
             resume_depth=run.resume_depth,
         ),

@@ -26,7 +26,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +102,11 @@ class DurableRecords:
     """One future per batch handed over and not yet settled (``drain`` waits for them)."""
     _configs: dict[ConfigSnapshot, ConfigSnapshot] = field(default_factory=dict)
     """Config snapshots seen (``shared_config``), at most ``SHARED_CONFIGS``."""
+    _built_configs: dict[tuple[int, ...], tuple[tuple[object, ...], ConfigSnapshot]] = field(
+        default_factory=dict
+    )
+    """``config_from``'s snapshots by the ids of what they were built from (which each entry
+    keeps, so an id is never reused while its entry lives), at most ``SHARED_CONFIGS``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.store, OwnerWrites):
@@ -131,6 +136,23 @@ class DurableRecords:
         except TypeError:  # an unhashable field (a ``thinking`` dict): not shared
             return config
         return config if shared is None else shared
+
+    def config_from(
+        self, parts: tuple[object, ...], build: Callable[[], ConfigSnapshot]
+    ) -> ConfigSnapshot:
+        """``shared_config(build())``, built once per ``parts`` — the very objects (not equal
+        ones) the snapshot is made of, none of them changed in place: a thousand children of
+        one type would otherwise build, hash and compare a thousand equal snapshots (~40 k
+        instructions each)."""
+        key = tuple(map(id, parts))
+        hit = self._built_configs.get(key)
+        if hit is not None and hit[0] == parts:  # the same objects: ``==`` is identity here
+            return hit[1]
+        config = self.shared_config(build())
+        if len(self._built_configs) >= SHARED_CONFIGS:
+            self._built_configs.clear()  # one-off snapshots (a memory prompt each) cycle out
+        self._built_configs[key] = (parts, config)
+        return config
 
     def activity(self, agent_id: str) -> None:
         """The child made progress: ``lastActiveAt``, at most once per ``ACTIVITY_INTERVAL_S``."""

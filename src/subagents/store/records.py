@@ -90,8 +90,22 @@ class ConfigSnapshot:
     max_tokens: int | None = None
     max_wall_ms: int | None = None
     max_cost_usd: float | None = None
+    _json: dict[str, Any] | None = field(
+        default=None, init=False, repr=False, compare=False, hash=False
+    )
+    """``to_dict``'s answer, made at the first call: one snapshot is shared by every child of a
+    type (``DurableRecords.shared_config``) and written into each of their records twice."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (a new dict each call; its ``tools`` list and ``thinking`` are shared
+        between calls: read them, do not change them)."""
+        made = self._json
+        if made is None:
+            made = self._make_dict()
+            object.__setattr__(self, "_json", made)  # frozen: a cache, not a field change
+        return dict(made)
+
+    def _make_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "permissionMode": self.permission_mode,
@@ -414,15 +428,15 @@ def changed_record(
 ) -> tuple[SidecarRecord, dict[str, Any]]:
     """``apply_changes`` and the updated record's JSON form (``to_dict``), which validating it
     built already: a writer encodes that instead of building it a second time."""
-    where = f"update of agent {record.agent_id}"
     if not _FIELD_NAMES.issuperset(changes):
-        raise InvalidRecordError(f"{where}: unknown field(s) {sorted(set(changes) - _FIELD_NAMES)}")
+        unknown = sorted(set(changes) - _FIELD_NAMES)
+        raise InvalidRecordError(f"{_where(record)}: unknown field(s) {unknown}")
     if not IMMUTABLE_FIELDS.isdisjoint(changes):
         frozen = sorted(
             k for k in IMMUTABLE_FIELDS & set(changes) if changes[k] != getattr(record, k)
         )
         if frozen:
-            raise InvalidRecordError(f"{where}: field(s) {frozen} cannot change")
+            raise InvalidRecordError(f"{_where(record)}: field(s) {frozen} cannot change")
     status = changes.get("status", record.status)
     if record.is_terminal and status != record.status:
         raise TerminalStatusError(
@@ -434,12 +448,17 @@ def changed_record(
     if type(record) is SidecarRecord and all(
         name in _PLAIN_VALUE and _PLAIN_VALUE[name](value) for name, value in updates.items()
     ):
-        return _plain_update(record, updates, where, changes)
-    return _checked_update(record, updates, where, changes)
+        return _plain_update(record, updates, changes)
+    return _checked_update(record, updates, changes)
+
+
+def _where(record: SidecarRecord) -> str:
+    """How an error names the update (made only when there is one)."""
+    return f"update of agent {record.agent_id}"
 
 
 def _plain_update(
-    record: SidecarRecord, updates: dict[str, Any], where: str, changes: Mapping[str, Any]
+    record: SidecarRecord, updates: dict[str, Any], changes: Mapping[str, Any]
 ) -> tuple[SidecarRecord, dict[str, Any]]:
     """``_checked_update`` for values already in the form a read gives back: the same record,
     without the round trip through JSON-shaped dicts (a terminal update spent ~18 µs there)."""
@@ -449,14 +468,15 @@ def _plain_update(
     try:
         data = updated.to_dict()  # as the checked path: a record that cannot be written is refused
     except (AttributeError, TypeError) as exc:
-        raise InvalidRecordError(f"{where}: {sorted(changes)}: {exc}") from exc
+        raise InvalidRecordError(f"{_where(record)}: {sorted(changes)}: {exc}") from exc
     return updated, data
 
 
 def _checked_update(
-    record: SidecarRecord, updates: dict[str, Any], where: str, changes: Mapping[str, Any]
+    record: SidecarRecord, updates: dict[str, Any], changes: Mapping[str, Any]
 ) -> tuple[SidecarRecord, dict[str, Any]]:
     """Validate the changed fields by reading them back from the record's JSON form."""
+    where = _where(record)
     try:
         updated = replace(record, **updates)
         data = updated.to_dict()
