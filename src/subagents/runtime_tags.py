@@ -32,5 +32,7 @@ _RUNTIME_TAGS = re.compile(r"<(/?)(" + "|".join(RUNTIME_TAG_NAMES) + r")\b", re.
 
 def escape_runtime_tags(text: str) -> tuple[str, bool]:
     """``text`` with every runtime tag defused, and whether anything was escaped."""
+    if "<" not in text:  # no tag can start: skip the regex (three texts per notification)
+        return text, False
     escaped, count = _RUNTIME_TAGS.subn(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
     return escaped, count > 0

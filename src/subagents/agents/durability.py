@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from subagents.agents.agent_run import AgentJob, AgentRun
 from subagents.agents.tasks import TaskState
+from subagents.frozen import new_frozen
 from subagents.store.durable import DurableRecords, Written
 from subagents.store.process_identity import ProcessIdentity
 from subagents.store.records import (
@@ -108,29 +109,30 @@ def build_record(
     run = job.frame.run
     ref = run.ref  # (its fields once: the run's properties are each a Python call)
     now = time.time()
-    return SidecarRecord(
-        agent_id=ref.agent_id,
-        agent_type=ref.agent_type,
-        description=run.description,
-        prompt=run.prompt,
-        session_id=session_id,
-        project_path=project_path,
-        parent_agent_id=ref.parent_agent_id,
-        is_background=run.is_background,
-        tool_use_id=run.tool_use_id,
-        lineage=Lineage(
+    values = {
+        "agent_id": ref.agent_id,
+        "agent_type": ref.agent_type,
+        "description": run.description,
+        "prompt": run.prompt,
+        "session_id": session_id,
+        "project_path": project_path,
+        "parent_agent_id": ref.parent_agent_id,
+        "is_background": run.is_background,
+        "tool_use_id": run.tool_use_id,
+        "lineage": Lineage(
             root_agent_id=run.root_agent_id or ref.agent_id,
             resumed_from=run.resumed_from,
             resume_depth=run.resume_depth,
         ),
-        config=config_snapshot(job) if config is None else config,
-        created_at=now,
-        last_active_at=now,
-        process=identity,
-        output_path=str(state.output_path) if state.output_path else None,
-        transcript_path=str(job.transcript) if job.transcript else None,
-        worktree=_worktree_record(job.worktree),
-    )
+        "config": config_snapshot(job) if config is None else config,
+        "created_at": now,
+        "last_active_at": now,
+        "process": identity,
+        "output_path": str(state.output_path) if state.output_path else None,
+        "transcript_path": str(job.transcript) if job.transcript else None,
+        "worktree": _worktree_record(job.worktree),
+    }
+    return new_frozen(SidecarRecord, values)  # (``SidecarRecord(**values)``, ~34 k cheaper)
 
 
 def config_snapshot(job: AgentJob) -> ConfigSnapshot:
@@ -162,10 +164,11 @@ def _worktree_record(info: Worktree | None) -> WorktreeInfo | None:
 
 
 def run_stats(run: AgentRun) -> RunStats:
-    usage = run.stats.usage
+    stats = run.stats
+    usage = stats.usage
     return RunStats(
-        num_turns=run.stats.num_turns,
-        total_tool_use_count=run.stats.tool_use_count,
+        num_turns=stats.num_turns,
+        total_tool_use_count=stats.tool_use_count,
         total_tokens=usage.total,
         usage=TokenUsage(  # the same four counters, frozen
             input_tokens=usage.input_tokens,
@@ -174,5 +177,5 @@ def run_stats(run: AgentRun) -> RunStats:
             cache_read_input_tokens=usage.cache_read_input_tokens,
         ),
         total_duration_ms=run.duration_ms,
-        cost_usd=run.stats.cost_usd,
+        cost_usd=stats.cost_usd,
     )

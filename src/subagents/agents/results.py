@@ -18,6 +18,7 @@ from subagents.agents.child_state import Child
 from subagents.agents.notifications import AgentNotice
 from subagents.agents.tasks import TaskState
 from subagents.agents.verification import VERIFICATION_AGENT_TYPE, verification_metadata
+from subagents.frozen import new_frozen
 from subagents.tools.base import ToolOutput
 
 
@@ -109,17 +110,19 @@ def task_output(state: TaskState, full_text: str) -> ToolOutput:
 
 def notice_for(child: Child) -> AgentNotice:
     run, state = child.run, child.state
-    return AgentNotice(
-        task_id=run.agent_id,
-        description=run.description,
-        agent_type=run.agent_type,
-        status=state.status,
-        result=run.result_text,
-        error=state.error,
-        output_file=str(state.output_path) if state.output_path else None,
-        tool_uses=run.stats.tool_use_count,
-        total_tokens=run.stats.usage.total,
-        duration_ms=run.duration_ms,
-        worktree_path=run.worktree_fields.get("worktreePath"),
-        worktree_branch=run.worktree_fields.get("worktreeBranch"),
-    )
+    ref, stats = run.ref, run.stats
+    values = {
+        "task_id": ref.agent_id,
+        "description": run.description,
+        "agent_type": ref.agent_type,
+        "status": state.status,
+        "result": run.result_text,
+        "error": state.error,
+        "output_file": str(state.output_path) if state.output_path else None,
+        "tool_uses": stats.tool_use_count,
+        "total_tokens": stats.usage.total,
+        "duration_ms": run.duration_ms,
+        "worktree_path": run.worktree_fields.get("worktreePath"),
+        "worktree_branch": run.worktree_fields.get("worktreeBranch"),
+    }
+    return new_frozen(AgentNotice, values)  # once per finished child: no frozen __init__
