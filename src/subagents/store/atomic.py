@@ -116,8 +116,10 @@ def stage_write(
     if reuse is not None and opened is not None:
         temp, fd = reuse, opened
     else:
-        folder, name = os.path.split(path)
-        temp, fd = _open_temp(folder, name)
+        # ``os.path.split`` and ``join`` as string slicing (two Python calls per record less):
+        # ``folder`` keeps its separator, so "/x.json" stays in "/" and "x.json" in ".".
+        cut = path.rfind("/") + 1
+        temp, fd = _open_temp(path[:cut], path[cut:])
     try:
         _write_all(fd, data)
         info = os.fstat(fd)
@@ -135,19 +137,20 @@ _temp_prefix: list[str] = []
 
 
 def _open_temp(folder: str, name: str) -> tuple[str, int]:
-    """A new temp file beside ``name``: ``.<name>.<random>.<n>.tmp``, created ``O_EXCL``.
+    """A new temp file beside ``name``: ``.<name>.<random>.<n>.tmp``, created ``O_EXCL``;
+    ``folder`` is empty (the current one) or ends with its separator.
 
     The random part is drawn once per process and a counter makes each name new, so a write
     costs no ``getrandom`` call; a name someone planted (``EEXIST``) gets a fresh draw."""
     for _ in range(8):
         if not _temp_prefix:
             _temp_prefix.append(secrets.token_hex(6))
-        temp = os.path.join(folder, f".{name}.{_temp_prefix[0]}.{next(_temp_names)}.tmp")
+        temp = f"{folder}.{name}.{_temp_prefix[0]}.{next(_temp_names)}.tmp"
         try:
             return temp, os.open(temp, _WRITE_FLAGS, FILE_MODE)
         except FileExistsError:
             _temp_prefix.clear()
-    raise FileExistsError(errno.EEXIST, f"{folder}: could not create a fresh temp file")
+    raise FileExistsError(errno.EEXIST, f"{folder or '.'}: could not create a fresh temp file")
 
 
 def _open_spare(spare: str) -> int | None:

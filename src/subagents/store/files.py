@@ -320,7 +320,8 @@ class FileStore:
         with self._mutex:
             self.cache.put(record, _signature(staged.info))
         self._note_written(record)
-        self._mark(os.path.dirname(path), record)
+        cut = path.rfind("/")  # ``os.path.dirname`` without its Python call, for "<folder>/<id>"
+        self._mark(path[:cut] if cut > 0 else os.path.dirname(path), record)
 
     def _batch_folders(self, ops: Sequence[BatchOp]) -> list[Path]:
         """Every folder the batch writes in, so all their locks are taken up front (sorted).
