@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "subagents.config_yaml",
             "subagents.descriptors",
             "subagents.events",
+            "subagents.frozen",
             "subagents.gc_heap",
             "subagents.ids",
             "subagents.json_codec",
