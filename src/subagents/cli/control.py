@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,8 @@ from subagents.hooks.config import (
 from subagents.hooks.matchers import compile_matcher
 from subagents.permissions.checker import AskAnswer, AskCallback, PermissionChecker
 from subagents.permissions.checker import PermissionRequest as Ask
-from subagents.permissions.rules import PermissionRule, parse_rule
+from subagents.permissions.rules import PermissionRule
+from subagents.permissions.updates import allowed_rules
 
 Line = dict[str, Any]
 
@@ -135,29 +136,35 @@ class SdkPermissions:
     def _read(self, answer: Line) -> AskAnswer:
         if answer.get("behavior") == "allow":
             updates = answer.get("updatedPermissions")
-            if isinstance(updates, list):
-                self._apply(updates)
+            added: tuple[PermissionRule, ...] = ()
+            if isinstance(updates, list) and self._apply(updates):
+                added = allowed_rules(updates)
             updated = answer.get("updatedInput")
             return AskAnswer(
-                allow=True, updated_input=updated if isinstance(updated, dict) else None
+                allow=True,
+                updated_input=updated if isinstance(updated, dict) else None,
+                added_rules=added,
             )
         if answer.get("interrupt"):
             self.interrupt("interrupted by the permission callback")
         return AskAnswer(allow=False, message=str(answer.get("message") or "denied by the user"))
 
-    def _apply(self, updates: list[Any]) -> None:
+    def _apply(self, updates: list[Any]) -> bool:
+        """Rule changes for every agent of the session, the mode and directories for the
+        main agent's checker (``PermissionChecker.apply_updates``); False when none applied."""
         checker = self.checker()
         before = checker.context.additional_directories
         try:
-            checker.context = apply_permission_updates(checker.context, updates, self.warn)
+            checker.apply_updates(updates, self.warn)
         except (ValueError, TypeError, KeyError) as exc:
             self.warn(f"updatedPermissions not applied (none of them): {exc}")
-            return
+            return False
         after = checker.context.additional_directories
         added = tuple(d for d in after if d not in before)
         removed = tuple(d for d in before if d not in after)
         if added or removed:
             self.directories(added, removed)
+        return True
 
 
 def suggestions(request: Ask) -> list[Line]:
@@ -166,57 +173,6 @@ def suggestions(request: Ask) -> list[Line]:
     if request.rule is not None and request.rule.specifier is not None:
         rule["ruleContent"] = request.rule.specifier
     return [{"type": "addRules", "rules": [rule], "behavior": "allow", "destination": "session"}]
-
-
-def apply_permission_updates(context: Any, updates: list[Any], warn: Callable[[str], None]) -> Any:
-    """The ``updatedPermissions`` of an allow, applied to a ``PermissionContext`` (all or none:
-    a failing update raises before anything changes). Destinations other than ``session``
-    are honoured for this session only, with a warning: settings files are not rewritten."""
-    result = context
-    for update in updates:
-        if not isinstance(update, dict):
-            raise TypeError(f"a permission update must be an object, got {update!r}")
-        destination = update.get("destination", "session")
-        if destination != "session":
-            warn(f"permission update for {destination!r} applied to this session only")
-        result = _apply_one(result, update)
-    return result
-
-
-def _apply_one(context: Any, update: Line) -> Any:
-    kind = update["type"]
-    if kind in ("addRules", "replaceRules", "removeRules"):
-        behavior = update["behavior"]
-        if behavior not in ("allow", "deny", "ask"):
-            raise ValueError(f"unknown rule behavior {behavior!r}")
-        rules = tuple(_rule(r) for r in update["rules"])
-        current: tuple[PermissionRule, ...] = getattr(context, behavior)
-        if kind == "addRules":
-            new = current + rules
-        elif kind == "replaceRules":
-            new = rules
-        else:
-            texts = {str(r) for r in rules}
-            new = tuple(r for r in current if str(r) not in texts)
-        return replace(context, **{behavior: new})
-    if kind == "setMode":
-        from subagents.permissions.modes import parse_mode
-
-        return replace(context, mode=parse_mode(update["mode"]))
-    if kind in ("addDirectories", "removeDirectories"):
-        dirs = tuple(Path(d).expanduser().resolve(strict=False) for d in update["directories"])
-        if kind == "addDirectories":
-            return replace(context, additional_directories=context.additional_directories + dirs)
-        kept = tuple(d for d in context.additional_directories if d not in dirs)
-        return replace(context, additional_directories=kept)
-    raise ValueError(f"unknown permission update type {kind!r}")
-
-
-def _rule(raw: Any) -> PermissionRule:
-    tool = raw["toolName"]
-    content = raw.get("ruleContent")
-    text = tool if not content else f"{tool}({content})"
-    return parse_rule(text, "SDK permission update")
 
 
 # -- hooks ---------------------------------------------------------------------------------------

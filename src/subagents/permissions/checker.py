@@ -17,8 +17,9 @@ trips, its calls are denied with a message telling it to stop, and the runtime c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from subagents.permissions.decision import allowed_without_rules, decide, decide
 from subagents.permissions.denials import DenialLimits, DenialTracker
 from subagents.permissions.read_rules import read_denial
 from subagents.permissions.rules import PermissionRule
+from subagents.permissions.updates import RULE_UPDATES, apply_permission_updates
 from subagents.permissions.verdicts import Decision
 from subagents.tools.base import (
     ALLOW,
@@ -66,6 +68,11 @@ class AskAnswer:
     allow: bool
     message: str = ""
     updated_input: dict[str, Any] | None = None
+    added_rules: tuple[PermissionRule, ...] = ()
+    """Allow rules the person granted for the rest of the session with this allow ("yes, and
+    don't ask again"): the checker that asked adds them for every agent of its session
+    (``PermissionChecker.add_session_rules``), and a teammate's relay carries them to the
+    teammate's session."""
 
 
 AskCallback = Callable[[PermissionRequest], Awaitable[bool | AskAnswer]]
@@ -82,7 +89,7 @@ def serialized(callback: AskCallback) -> AskCallback:
     return ask
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False)  # identity: checkers are members of a set (``family``)
 class PermissionChecker:
     """One agent's permission gate; ``for_child`` makes a child's, sharing callback and counts."""
 
@@ -100,6 +107,14 @@ class PermissionChecker:
     denied: list[dict[str, Any]] = field(default_factory=list)
     """Every denied call of this agent and its children (shared, like ``trackers``):
     ``{tool_name, tool_use_id, tool_input, agent_id}`` (the result's ``permission_denials``)."""
+    family: weakref.WeakSet[PermissionChecker] = field(default_factory=weakref.WeakSet)
+    """Every checker of the session — this one, the one it was made from, their children —
+    (shared, like ``trackers``; weak: a finished child's checker goes with it). A rule change
+    for the session reaches each (``apply_updates``), as Claude Code's session rules hold for
+    its subagents, running or started later."""
+
+    def __post_init__(self) -> None:
+        self.family.add(self)
 
     async def __call__(
         self, tool: Tool[Any], args: BaseModel, ctx: ToolContext
@@ -184,7 +199,28 @@ class PermissionChecker:
         child = object.__new__(type(self))
         child.__dict__.update(self.__dict__)
         child.context, child.background = context, background
+        self.family.add(child)
         return child
+
+    def apply_updates(self, updates: list[Any], warn: Callable[[str], None]) -> None:
+        """Permission updates (an SDK allow's ``updatedPermissions``, ``/permissions``): rule
+        changes for every checker of the session, the mode and directories for this one. All
+        or none: an invalid update raises before any context changes."""
+        context = apply_permission_updates(self.context, updates, warn)
+        rules = [u for u in updates if u["type"] in RULE_UPDATES]
+        others = [m for m in self.family if m is not self] if rules else []
+        changed = [(m, apply_permission_updates(m.context, rules, _quiet)) for m in others]
+        self.context = context
+        for member, new in changed:
+            member.context = new
+
+    def add_session_rules(self, rules: Sequence[PermissionRule]) -> None:
+        """Allow ``rules`` for every agent of the session (an ask answered "don't ask again")."""
+        for member in list(self.family):
+            held = {str(r) for r in member.context.allow}
+            new = tuple(r for r in rules if str(r) not in held)
+            if new:
+                member.context = replace(member.context, allow=member.context.allow + new)
 
     def _record_denial(self, tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> None:
         self.denied.append(
@@ -250,12 +286,18 @@ class PermissionChecker:
             ), None
         if isinstance(granted, AskAnswer):
             if granted.allow:
+                if granted.added_rules:
+                    self.add_session_rules(granted.added_rules)
                 return Decision(behavior="allow", subject=subject), granted.updated_input
             reason = granted.message or "denied by the user"
             return _deny(f"Permission to use {subject} was denied: {reason}"), None
         if granted:
             return Decision(behavior="allow", subject=subject), None
         return _deny(f"Permission to use {subject} was denied by the user."), None
+
+
+def _quiet(_warning: str) -> None:
+    """The other checkers' warnings of an update: this checker's were given already."""
 
 
 def _deny(message: str) -> Decision:

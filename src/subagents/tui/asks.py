@@ -7,8 +7,9 @@ person answers it or the checker's bound (``ask_timeout``) runs out, which the c
 a deny. A foreground ask whose turn is interrupted is withdrawn (its waiting task is
 cancelled). The UI shows ``pending[0]`` and calls ``answer``.
 
-Answers: allow once; allow for this session (the suggested rule is added to the session's
-permission context — the checker still decides every later call, so a rule never allows what
+Answers: allow once; allow for this session (the suggested rule is added to the permission
+context of every agent of the session, running or started later, and carried to a teammate's
+session by its relay — the checker still decides every later call, so a rule never allows what
 the checker cannot see); allow always (the same, and the rule saved to
 ``.claude/settings.local.json``); deny with a reason, which the model reads.
 """
@@ -23,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from subagents.cli.control import apply_permission_updates
 from subagents.permissions.checker import AskAnswer, PermissionChecker, PermissionRequest
+from subagents.permissions.rules import PermissionRule, parse_rule
 from subagents.tui.local_settings import LocalSettingsError, add_allow_rule
 
 Choice = Literal["once", "session", "always", "deny"]
@@ -104,13 +105,15 @@ class AskQueue:
             message = reason.strip() or "the user said no"
             self._resolve(entry, AskAnswer(allow=False, message=f"denied by the user: {message}"))
             return
+        added: tuple[PermissionRule, ...] = ()
         if choice in ("session", "always"):
-            self._allow_rule(entry.rule, save=choice == "always")
-        self._resolve(entry, AskAnswer(allow=True))
+            added = self._allow_rule(entry.rule, save=choice == "always")
+        answer = AskAnswer(allow=True, added_rules=added)
+        self._resolve(entry, answer)
         if choice != "once":
             for other in list(self.pending):
                 if _same_call(other.request, entry.request):
-                    self._resolve(other, AskAnswer(allow=True))
+                    self._resolve(other, answer)
 
     def _resolve(self, entry: PendingAsk, answer: AskAnswer) -> None:
         if entry in self.pending:
@@ -119,26 +122,25 @@ class AskQueue:
             entry.future.set_result(answer)
         self.on_change()
 
-    def _allow_rule(self, rule: str, *, save: bool) -> None:
-        tool, _, rest = rule.partition("(")
-        update: dict[str, object] = {"toolName": tool}
-        if rest:
-            update["ruleContent"] = rest[:-1]
-        checker = self.checker()
-        checker.context = apply_permission_updates(
-            checker.context,
-            [{"type": "addRules", "rules": [update], "behavior": "allow"}],
-            self.notify,
-        )
-        if not save:
-            self.notify(f"allowed for this session: {rule}")
-            return
+    def _allow_rule(self, text: str, *, save: bool) -> tuple[PermissionRule, ...]:
+        """The rule "don't ask again" adds, for every agent of the session (the answer carries
+        it, so a teammate's session gets it too: ``AskAnswer.added_rules``)."""
         try:
-            path = add_allow_rule(self.project, rule)
+            rule = parse_rule(text, "the permission prompt")
+        except ValueError as exc:
+            self.notify(f"allowed once: {exc}")
+            return ()
+        self.checker().add_session_rules((rule,))
+        if not save:
+            self.notify(f"allowed for this session: {text}")
+            return (rule,)
+        try:
+            path = add_allow_rule(self.project, text)
         except LocalSettingsError as exc:
             self.notify(f"allowed for this session only: {exc}")
         else:
-            self.notify(f"allowed always: {rule} (saved to {path})")
+            self.notify(f"allowed always: {text} (saved to {path})")
+        return (rule,)
 
 
 def _same_call(a: PermissionRequest, b: PermissionRequest) -> bool:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from subagents.agents.tasks import TaskState
-from subagents.cli.control import apply_permission_updates
 from subagents.cli.progress import human_tokens
 from subagents.cli.session_plan import recent_sessions
 from subagents.session import Session
@@ -207,7 +206,7 @@ async def _permissions(ctx: CommandContext, args: str) -> str:
         else:
             raise CommandError("use `/permissions allow|deny|ask RULE` or `/permissions mode MODE`")
         try:
-            checker.context = apply_permission_updates(checker.context, [update], lambda _w: None)
+            checker.apply_updates([update], lambda _w: None)  # rules: every agent's
         except (ValueError, TypeError, KeyError) as exc:
             raise CommandError(str(exc)) from None
     context = checker.context

@@ -5,7 +5,9 @@ Teammate side. When its lead can ask someone (the lead's session has an ask call
 terminal UI's ask bar, the SDK's ``can_use_tool``; the spawn's ``ask_lead``), ``LeadAsker.ask``
 is the teammate session's ``AskCallback``: it sends the lead a ``permission_request`` (a fresh
 ``request_id``, the tool and its input, the subject and reason a prompt shows, who asks) and waits
-for the ``permission_response`` with that id (``allow``, a deny ``message``, ``updated_input``).
+for the ``permission_response`` with that id (``allow``, a deny ``message``, ``updated_input``,
+and ``added_rules``: what the lead's user allowed for the rest of the session, which the
+teammate's checker adds for every agent of the teammate's session).
 The checker bounds the wait (``ask_timeout``: a deny) and a cancelled call withdraws it. The
 teammate's mailbox watcher hands answers over (``answered``); they are consumed, never shown to
 the teammate's model, which did not ask. A headless lead has no one to ask: its teammates deny
@@ -42,6 +44,7 @@ from subagents.permissions.checker import (
     AskCallback,
     PermissionRequest,
 )
+from subagents.permissions.rules import PermissionRule, parse_rule
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +95,27 @@ def answered(team: TeamMembership, message: dict[str, Any]) -> bool:
 def _answer(response: dict[str, Any]) -> AskAnswer:
     updated = response.get("updated_input")
     if response.get("allow") is True:
-        return AskAnswer(allow=True, updated_input=updated if isinstance(updated, dict) else None)
+        return AskAnswer(
+            allow=True,
+            updated_input=updated if isinstance(updated, dict) else None,
+            added_rules=_rules(response.get("added_rules")),
+        )
     message = str(response.get("message") or "").strip()
     return AskAnswer(allow=False, message=message or "the team lead's user said no")
+
+
+def _rules(raw: object) -> tuple[PermissionRule, ...]:
+    """The allow rules the lead's user granted for the session with this answer; one that does
+    not parse is dropped (logged), the others hold."""
+    if not isinstance(raw, list):
+        return ()
+    rules: list[PermissionRule] = []
+    for text in raw:
+        try:
+            rules.append(parse_rule(str(text), "the team lead's answer"))
+        except ValueError as exc:
+            log.warning("%s", exc)
+    return tuple(rules)
 
 
 @dataclass(kw_only=True)
@@ -150,6 +171,7 @@ class LeadRelay:
             allow=granted.allow,
             message=granted.message or None,
             updated_input=granted.updated_input,
+            added_rules=[str(rule) for rule in granted.added_rules] or None,
         )
         await asyncio.to_thread(team.mailbox(sender).put, reply)
 
