@@ -48,6 +48,13 @@ def measured(n: int, k: int, runs: int, durability: str) -> None:
 
 def count(n: int, k: int, runs: int, durability: str) -> tuple[int, int]:
     """(instructions, model calls) of ``runs`` fan-outs of ``n`` x ``k``."""
+    sizes = [f"--n={n}", f"--k={k}", f"--runs={runs}", f"--durability={durability}"]
+    return counted([__file__, "--inside", *sizes])
+
+
+def counted(script: list[str]) -> tuple[int, int]:
+    """(instructions, model calls) of ``python *script`` under callgrind, counting only inside
+    ``functools.reduce``; the script prints ``model calls N``."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "callgrind.out"
         command = [
@@ -57,12 +64,7 @@ def count(n: int, k: int, runs: int, durability: str) -> tuple[int, int]:
             "--toggle-collect=functools_reduce",
             f"--callgrind-out-file={out}",
             sys.executable,
-            __file__,
-            "--inside",
-            f"--n={n}",
-            f"--k={k}",
-            f"--runs={runs}",
-            f"--durability={durability}",
+            *script,
         ]
         env = dict(os.environ, PYTHONHASHSEED="0")
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)

@@ -28,8 +28,6 @@ import asyncio
 import functools
 import gc
 import json
-import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -39,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench import WORKER, NoteTool, bare_fanout, bench_dir
+from call_instructions import counted
 from replay_server import process_cpu_ns
 from subagents.agents.agent_tool import AgentTool
 from subagents.agents.definitions import load_definitions
@@ -366,30 +365,8 @@ def instructions_inside(provider: str, what: str, n: int, k: int, runs: int) -> 
 def instructions(provider: str, what: str, n: int, k: int, runs: int) -> str:
     """Instructions per model call (callgrind; load cannot move it) of the lean fan-out or of
     the raw lean HTTP client doing the same requests. The replay server is not counted."""
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "callgrind.out"
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            "--collect-atstart=no",
-            "--toggle-collect=functools_reduce",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            __file__,
-            "--inside-instructions",
-            what,
-            f"--provider={provider}",
-            f"--n={n}",
-            f"--k={k}",
-            f"--runs={runs}",
-        ]
-        env = dict(os.environ, PYTHONHASHSEED="0")
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-    refs = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-    calls = re.search(r"model calls (\d+)", done.stdout)
-    if refs is None or calls is None:
-        raise RuntimeError(f"no count in valgrind's output:\n{done.stderr[-2000:]}")
-    total, model_calls = int(refs.group(1).replace(",", "")), int(calls.group(1))
+    script = [__file__, "--inside-instructions", what, f"--provider={provider}"]
+    total, model_calls = counted([*script, f"--n={n}", f"--k={k}", f"--runs={runs}"])
     return (
         f"{provider:9} {what:14} L= 0 ms  model calls={model_calls}  "
         f"instructions per model call: {total / model_calls:,.0f}"
