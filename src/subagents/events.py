@@ -33,6 +33,8 @@ class AgentRef:
 
 @dataclass(kw_only=True, slots=True)
 class InitEvent:
+    """A session (or agent) started: its model, folder and tools."""
+
     type: Literal["system"] = "system"
     session_id: str
     model: str
@@ -59,6 +61,8 @@ class InitEvent:
 
 @dataclass(kw_only=True, slots=True)
 class AssistantEvent:
+    """One assistant message of an agent, with its usage."""
+
     type: Literal["assistant"] = "assistant"
     agent: AgentRef
     message: Message

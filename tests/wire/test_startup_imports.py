@@ -14,13 +14,31 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from wire_server import AnthropicWire, WireServer
 
 WRAPPER = (
     "import atexit, json, sys\n"
     "out = sys.argv.pop(1)\n"
-    "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(sys.modules))))\n"
+    "def report():\n"
+    "    signature_docs = sorted(\n"
+    "        f'{name}.{cls.__qualname__}'\n"
+    "        for name, module in list(sys.modules.items()) if name.startswith('subagents')\n"
+    "        for cls in vars(module).values()\n"
+    "        if isinstance(cls, type) and cls.__module__ == name\n"
+    "        and '__dataclass_fields__' in vars(cls)\n"
+    "        and (cls.__doc__ or '').startswith(cls.__name__ + '(')\n"
+    "    )\n"
+    "    script = sys.modules.get('subagents.models.script_schema')\n"
+    "    built = sorted(\n"
+    "        k for k, v in vars(script).items()\n"
+    "        if isinstance(v, type) and getattr(v, '__pydantic_complete__', False)\n"
+    "    ) if script else []\n"
+    "    facts = {'modules': sorted(sys.modules), 'signature_docs': signature_docs,\n"
+    "             'built_script_models': built}\n"
+    "    open(out, 'w').write(json.dumps(facts))\n"
+    "atexit.register(report)\n"
     "from subagents.cli.main import main\n"
     "sys.exit(main())\n"
 )
@@ -90,7 +108,12 @@ def never_loaded(loaded: set[str]) -> set[str]:
 
 async def run_cli(tmp_path: Path, *args: str, env: dict[str, str]) -> set[str]:
     """Run ``subagents`` under the wrapper; the modules loaded by the time it exited."""
-    out = tmp_path / "modules.json"
+    return set((await run_facts(tmp_path, *args, env=env))["modules"])
+
+
+async def run_facts(tmp_path: Path, *args: str, env: dict[str, str]) -> dict[str, Any]:
+    """Run ``subagents`` under the wrapper; what it reported at exit (``WRAPPER``)."""
+    out = tmp_path / "facts.json"
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", WRAPPER, str(out), *args, "--cwd", str(tmp_path),
         env={**os.environ, "HOME": str(tmp_path), "SUBAGENTS_HOME": str(tmp_path / "home"), **env},
@@ -99,7 +122,8 @@ async def run_cli(tmp_path: Path, *args: str, env: dict[str, str]) -> set[str]:
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 0, stderr.decode()
     assert stdout.decode().strip() == "the answer"
-    return set(json.loads(out.read_text()))
+    facts: dict[str, Any] = json.loads(out.read_text())
+    return facts
 
 
 async def test_an_anthropic_run_loads_no_sdk_and_no_other_provider(
@@ -125,6 +149,23 @@ async def test_a_scripted_run_loads_no_http_provider(tmp_path: Path) -> None:
     assert never_loaded(loaded) == set()
     http_providers = {"subagents.models.anthropic", "subagents.models.openai"}
     assert loaded & {*http_providers, "subagents.models._http"} == set()
+
+
+async def test_a_scripted_run_builds_one_script_model_and_no_signature_docstrings(
+    tmp_path: Path,
+) -> None:
+    """Two costs of start-up that come back silently. The script's models are built at their
+    first validation, the file's ``ScriptFile`` building what it nests (built with each class,
+    the nested ones were built again: ~2 M instructions). And ``dataclasses`` gives a class
+    without a docstring one made from ``inspect.signature`` (~0.2 M instructions each): every
+    runtime dataclass a run creates has its own."""
+    script = tmp_path / "one.json"
+    script.write_text(json.dumps({"agents": [{"turns": [{"text": "the answer"}]}]}))
+
+    facts = await run_facts(tmp_path, "-p", "hi", "--model", f"scripted:{script}", env={})
+
+    assert facts["built_script_models"] == ["ScriptFile"]
+    assert facts["signature_docs"] == []
 
 
 PLUGIN = """\

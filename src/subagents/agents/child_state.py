@@ -30,6 +30,8 @@ from subagents.loop.query import LoopOutcome
 
 @dataclass(kw_only=True, eq=False)
 class Child:
+    """A running child: its job, task and task state, and its last progress."""
+
     job: AgentJob
     task: asyncio.Task[LoopOutcome]
     state: TaskState

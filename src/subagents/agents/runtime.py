@@ -225,6 +225,8 @@ class AgentRuntime:
 
 @dataclass(frozen=True, slots=True)
 class _ToolsetEntry:
+    """A definition's tools and schemas, derived from its parent's tools."""
+
     definition: AgentDefinition
     parent_tools: list[Tool[Any]]
     tools: list[Tool[Any]]
@@ -233,6 +235,8 @@ class _ToolsetEntry:
 
 @dataclass(frozen=True, slots=True)
 class _ContextEntry:
+    """A child's permission context, derived from its parent's."""
+
     parent: PermissionContext
     definition: AgentDefinition | None
     tools: list[Tool[Any]]
@@ -246,6 +250,8 @@ class _ContextEntry:
 
 @dataclass(slots=True, frozen=True)
 class _PromptEntry:
+    """A definition's system prompt for one model and project context."""
+
     definition: AgentDefinition
     model: Model
     context: ProjectContext

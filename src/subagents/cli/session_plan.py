@@ -36,6 +36,8 @@ class StartupError(Exception):
 
 @dataclass(kw_only=True)
 class SessionPlan:
+    """What the CLI's flags resolve to: the session's options and model."""
+
     options: SessionOptions
     model: ModelChoice
     configured_model: str

@@ -214,6 +214,8 @@ def _unknown_event(event: str) -> str:
 
 @dataclass
 class _Parser:
+    """Collects the warnings of one settings source while its hooks are read."""
+
     source: str
     warnings: list[str] = field(default_factory=list)
 

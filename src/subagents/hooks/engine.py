@@ -67,6 +67,8 @@ class PromptVerdict:
 
 @dataclass(kw_only=True)
 class _AgentRecord:
+    """What the hook engine knows of one agent: status, type, transcript."""
+
     status: _AgentStatus = "new"
     agent_type: str
     transcript_path: str = ""

@@ -113,6 +113,8 @@ def read_json_output(data: dict[str, Any]) -> HookJSONOutput:
 
 @dataclass
 class _FieldReader:
+    """Reads typed fields of a hook's JSON output, noting what was decisive."""
+
     data: dict[str, Any]
     out: HookJSONOutput
     prefix: str

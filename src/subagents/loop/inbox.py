@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 @dataclass(kw_only=True, slots=True)
 class InboxItem:
+    """A message waiting for an agent's next turn."""
+
     id: str
     text: str
     on_delivered: Callable[[], None] | None = None

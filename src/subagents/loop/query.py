@@ -186,6 +186,8 @@ class LoopStats:
 
 @dataclass(kw_only=True)
 class LoopOutcome:
+    """How an agent's loop ended: why, its messages, final text and stats."""
+
     reason: TerminalReason
     messages: list[Message]
     final_text: str

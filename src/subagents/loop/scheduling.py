@@ -58,6 +58,8 @@ class PreparedCall:
 
 @dataclass(slots=True)
 class CallResult:
+    """A tool call's result block, with the tool's name and output."""
+
     block: ToolResultBlock
     tool_name: str
     output: ToolOutput | None = None

@@ -59,6 +59,8 @@ class RequestMetadata:
 
 @dataclass(kw_only=True, slots=True)
 class ToolSchema:
+    """A tool as the model sees it: name, description, JSON schema of its input."""
+
     name: str
     description: str
     input_schema: dict[str, Any]
@@ -90,12 +92,16 @@ class ModelRequest:
 
 @dataclass(kw_only=True, slots=True)
 class TextDelta:
+    """A piece of the answer's text, as it streams."""
+
     type: Literal["text_delta"] = "text_delta"
     text: str
 
 
 @dataclass(kw_only=True, slots=True)
 class MessageDone:
+    """The end of a response: the whole message, its usage and why it stopped."""
+
     type: Literal["message_done"] = "message_done"
     message: Message
     usage: Usage = field(default_factory=Usage)

@@ -33,6 +33,8 @@ Notice = Callable[[str, dict[str, Any]], None]
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class RetryPolicy:
+    """How often and how long to wait before retrying a failed model call."""
+
     max_attempts: int = 8
     base_delay_s: float = 0.5
     max_delay_s: float = 32.0

@@ -24,7 +24,10 @@ class ScriptError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built at first validation (``defer_build``): a file validates ``ScriptFile``, whose build
+    # covers the models it nests; building each of the six with its class built the nested ones
+    # again (~10 M instructions of a scripted start-up). A function's turns build ``ScriptTurn``.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def _new_list() -> list[Any]:

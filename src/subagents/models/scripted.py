@@ -119,6 +119,8 @@ _MEMO_LIMIT = 65_536
 
 @dataclass(kw_only=True, slots=True)
 class _Call:
+    """A compiled tool call of a scripted turn."""
+
     name: str
     input: dict[str, Any]
     render: Renderer | None
@@ -127,6 +129,8 @@ class _Call:
 
 @dataclass(kw_only=True, slots=True)
 class _Turn:
+    """A compiled scripted turn."""
+
     text: str | Template | None
     calls: tuple[_Call, ...]
     delay_s: float
@@ -139,6 +143,8 @@ class _Turn:
 
 @dataclass(kw_only=True, slots=True)
 class _Entry:
+    """A compiled script entry: which agents it binds and their turns."""
+
     index: int
     agent_type: str | None
     match: re.Pattern[str] | None

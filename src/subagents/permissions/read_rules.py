@@ -23,6 +23,8 @@ _READ_NAMES = ("Read",)
 
 @dataclass(frozen=True, slots=True)
 class _CompiledRule:
+    """A read rule with its path pattern compiled."""
+
     rule: PermissionRule
     regex: re.Pattern[str] | None
     """None: the rule has no specifier and covers every file."""

@@ -23,6 +23,8 @@ Signature = tuple[int, int, int]
 
 @dataclass(kw_only=True, frozen=True)
 class _Entry:
+    """A cached sidecar record and the file signature it was read at."""
+
     record: SidecarRecord
     signature: Signature
 

@@ -66,12 +66,16 @@ Written = asyncio.Future[object]
 
 @dataclass(kw_only=True)
 class _Owned:
+    """An owned write waiting in the batch, with its caller's future."""
+
     write: OwnedWrite
     future: Written
 
 
 @dataclass(kw_only=True)
 class _Call:
+    """A batch operation waiting in the batch, with its caller's future."""
+
     op: BatchOp
     future: Written
 

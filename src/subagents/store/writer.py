@@ -56,6 +56,8 @@ class WriterStats:
 
 @dataclass
 class _Item:
+    """One queued write: the call and the future its caller waits on."""
+
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     kwargs: dict[str, Any]

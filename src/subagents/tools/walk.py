@@ -214,6 +214,8 @@ def iter_files(
 
 @dataclass(kw_only=True, slots=True)
 class _Walk:
+    """One directory walk's settings: ignore rules, hidden files, when to stop."""
+
     rules: IgnoreRules
     hidden: bool
     stop: Callable[[], bool]

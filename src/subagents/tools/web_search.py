@@ -35,6 +35,8 @@ NO_BACKEND = (
 
 @dataclass(frozen=True, kw_only=True)
 class SearchResult:
+    """One hit of a web search."""
+
     title: str
     url: str
     snippet: str = ""
