@@ -38,7 +38,8 @@ from subagents.abort import AbortSignal
 from subagents.events import AgentRef
 from subagents.permissions import DenialLimits, PermissionChecker, PermissionContext, parse_rule
 from subagents.tools.base import ToolContext
-from subagents.tools.bash import BashInput, BashTool
+from subagents.tools.bash import BashTool
+from subagents.tools.inputs.bash import BashInput
 
 SHAPES = ("chain", "words", "quoted", "heredoc", "continued", "keywords", "nested")
 SIZES = (1_000, 100_000, 1_000_000, 3_000_000)

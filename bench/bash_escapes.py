@@ -26,7 +26,8 @@ from subagents.abort import AbortSignal
 from subagents.events import AgentRef
 from subagents.permissions import PermissionContext, decide, parse_rule
 from subagents.tools.base import ToolContext
-from subagents.tools.bash import BashInput, BashTool
+from subagents.tools.bash import BashTool
+from subagents.tools.inputs.bash import BashInput
 
 
 def verdict(mode: Any, command: str, deny: tuple[str, ...], allow: tuple[str, ...] = ()) -> str:

@@ -25,7 +25,8 @@ from subagents.agents.tasks import TaskRegistry, TaskState
 from subagents.events import AgentRef
 from subagents.loop.inbox import Inbox, InboxItem
 from subagents.tools.base import CallInfo, ToolContext, ToolError
-from subagents.tools.bash import BashInput, BashTool
+from subagents.tools.bash import BashTool
+from subagents.tools.inputs.bash import BashInput
 
 Notes = list[tuple[str, InboxItem]]
 

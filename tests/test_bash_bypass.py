@@ -31,8 +31,9 @@ from subagents.permissions import (
     parse_rule,
 )
 from subagents.tools.base import ToolContext
-from subagents.tools.bash import BashInput, BashTool
+from subagents.tools.bash import BashTool
 from subagents.tools.bash_parse import MAX_SCRIPT_CHARS
+from subagents.tools.inputs.bash import BashInput
 
 BASH = BashTool()
 LOOSE_ALLOW = ("Bash(echo:*)", "Bash(true:*)", "Bash(cat:*)", "Bash(ls:*)", "Bash(env:*)")

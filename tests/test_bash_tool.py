@@ -22,10 +22,10 @@ from subagents.tools.bash import (
     DEFAULT_TIMEOUT_MS,
     MAX_OUTPUT_CHARS,
     MAX_TIMEOUT_MS,
-    BashInput,
     BashTool,
     CommandOutput,
 )
+from subagents.tools.inputs.bash import BashInput
 
 
 def make_ctx(cwd: Path, **kwargs: Any) -> ToolContext:

@@ -16,7 +16,8 @@ from subagents.messages import ToolUseBlock
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolOutput
 from subagents.tools.edit import EditTool
 from subagents.tools.glob import GlobTool
-from subagents.tools.grep import GrepInput, GrepTool
+from subagents.tools.grep import GrepTool
+from subagents.tools.inputs.grep import GrepInput
 from subagents.tools.read import ReadTool
 from subagents.tools.write import WriteTool
 

@@ -26,7 +26,8 @@ from subagents.abort import AbortSignal
 from subagents.events import AgentRef
 from subagents.permissions import PermissionContext, decide, parse_rule
 from subagents.tools.base import ToolContext
-from subagents.tools.bash import BashInput, BashTool
+from subagents.tools.bash import BashTool
+from subagents.tools.inputs.bash import BashInput
 
 SOAK = os.environ.get("SUBAGENTS_FUZZ_SOAK") == "1"
 SEED = int(os.environ.get("SUBAGENTS_FUZZ_SEED", "1313"))

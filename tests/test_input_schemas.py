@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,9 @@ from pydantic.version import VERSION as PYDANTIC_VERSION
 
 from cli_helpers import recorded, run_cli, tool_call, write_script
 from subagents.tools import input_schemas, schema_table
-from subagents.tools.base import ToolInput, built_json_schema, input_json_schema
-from subagents.tools.read import ReadInput
+from subagents.tools.base import LazyInput, Tool, ToolInput, built_json_schema, input_json_schema
+from subagents.tools.inputs.read import ReadInput
+from subagents.tools.read import ReadTool
 
 STALE = f"out of date: run {input_schemas.WRITE_COMMAND}"
 
@@ -29,9 +32,16 @@ def test_every_built_in_input_model_has_a_current_entry() -> None:
     models = schema_table.builtin_input_models()
     assert len(models) >= 20
     assert sorted(table["models"]) == sorted(map(input_schemas.model_key, models)), STALE
+    lazy = set(schema_table.input_modules())
+    assert len(lazy) >= 14
     for model in models:
         entry = table["models"][input_schemas.model_key(model)]
         assert entry["fingerprint"] == input_schemas.model_fingerprint(model), STALE
+        if model.__module__ in lazy:
+            imports = schema_table.subagents_imports(model.__module__)
+            assert entry["imports"] == imports, STALE
+            source = input_schemas.source_fingerprint(model.__module__, imports)
+            assert entry["source"] == source, STALE
         assert entry["schema"] == built_json_schema(model), STALE
         assert input_json_schema(model) == built_json_schema(model)
     assert schema_table.main(["--check"]) == 0
@@ -62,6 +72,64 @@ def test_an_entry_is_served_only_while_its_sources_and_pydantic_are_unchanged(
 
     monkeypatch.setattr(input_schemas, "_table", {})
     assert input_json_schema(ReadInput) == built_json_schema(ReadInput)
+
+
+def test_a_lazy_input_is_served_by_name_while_its_source_is_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tool whose input is a ``LazyInput`` gets its schema from the table by the module's
+    name and source, before its model is imported; a changed source builds it as before."""
+    module, name = "subagents.tools.inputs.read", "ReadInput"
+    table = json.loads(input_schemas.TABLE_PATH.read_text(encoding="utf-8"))
+    entry = table["models"][f"{module}.{name}"]
+    marked = {"type": "object", "properties": {"marker": {"type": "string"}}}
+    monkeypatch.setattr(Tool, "_schema_cache", {})
+    monkeypatch.setattr(
+        input_schemas,
+        "_table",
+        {**table, "models": {f"{module}.{name}": {**entry, "schema": marked}}},
+    )
+    assert isinstance(vars(ReadTool)["input_model"], LazyInput) or ReadTool.input_model is ReadInput
+    assert ReadTool().schema().input_schema == marked
+
+    # A changed source: the model is imported, and its own fingerprint decides as for any model.
+    for fingerprint, expected in ((entry["fingerprint"], marked), ("0" * 64, None)):
+        monkeypatch.setattr(Tool, "_schema_cache", {})
+        stale = {**entry, "schema": marked, "source": "0" * 64, "fingerprint": fingerprint}
+        models = {f"{module}.{name}": stale}
+        monkeypatch.setattr(input_schemas, "_table", {**table, "models": models})
+        assert ReadTool().schema().input_schema == (expected or built_json_schema(ReadInput))
+    assert vars(ReadTool)["input_model"] is ReadInput  # read once: now a plain attribute
+
+
+def test_the_source_fingerprint_sees_the_values_an_input_imports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from subagents.tools import shell_timeouts
+
+    module = "subagents.tools.inputs.bash"
+    imports = schema_table.subagents_imports(module)
+    assert ["subagents.tools.shell_timeouts", "MAX_TIMEOUT_MS"] in imports
+    before = input_schemas.source_fingerprint(module, imports)
+    monkeypatch.setattr(shell_timeouts, "MAX_TIMEOUT_MS", 1)
+    assert input_schemas.source_fingerprint(module, imports) != before
+    assert input_schemas.source_fingerprint("subagents.tools.inputs.missing", []) is None
+
+
+LAZY_PROBE = """
+import sys
+from subagents.tools.read import ReadTool
+tool = ReadTool()
+tool.schema()
+assert "subagents.tools.inputs.read" not in sys.modules, "schema() imported the model"
+tool.parse_input({"file_path": "x"})
+assert "subagents.tools.inputs.read" in sys.modules
+"""
+
+
+def test_a_tools_input_module_is_imported_at_its_first_validation_not_for_its_schema() -> None:
+    run = subprocess.run([sys.executable, "-c", LAZY_PROBE], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
 
 
 def test_the_fingerprint_sees_a_changed_field_and_a_nested_model() -> None:

@@ -15,15 +15,12 @@ from subagents.abort import AbortSignal
 from subagents.events import AgentRef
 from subagents.hooks.config import parse_hooks
 from subagents.tools.base import CallInfo, ToolContext, ToolError
-from subagents.tools.bash import BashInput, BashTool
-from subagents.tools.worktree_tools import (
-    EnterWorktreeInput,
-    EnterWorktreeTool,
-    ExitWorktreeInput,
-    ExitWorktreeTool,
-    WorktreeSession,
-)
-from subagents.tools.write import WriteInput, WriteTool
+from subagents.tools.bash import BashTool
+from subagents.tools.inputs.bash import BashInput
+from subagents.tools.inputs.worktree import EnterWorktreeInput, ExitWorktreeInput
+from subagents.tools.inputs.write import WriteInput
+from subagents.tools.worktree_tools import EnterWorktreeTool, ExitWorktreeTool, WorktreeSession
+from subagents.tools.write import WriteTool
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test",

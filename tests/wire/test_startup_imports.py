@@ -93,12 +93,14 @@ NEVER_PREFIXES = (
     "subagents.permissions.bash_decision",
     "subagents.permissions.commands",
     "subagents.worktrees",
+    "subagents.tools.inputs",
 )
 """Nor anything of these packages: telemetry (off unless ``SUBAGENTS_TELEMETRY=1``) and what
 its exporter brings; PyYAML (~10 ms: only a definition's frontmatter or a ``.yaml`` script is
 YAML, and these projects have neither); agent teams (opt-in, ``SUBAGENTS_AGENT_TEAMS=1``); the shell parser and the Bash
 permission analysis (the first Bash call loads them); git worktrees (an isolated child or
-EnterWorktree loads them)."""
+EnterWorktree loads them); the built-in tools' input models (``tools/inputs/``: a tool's first
+call loads its own; the schemas sent before come from the generated table)."""
 
 
 def never_loaded(loaded: set[str]) -> set[str]:

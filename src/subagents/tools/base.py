@@ -20,6 +20,7 @@ They live in this one module because they and ``ToolContext`` refer to each othe
 from __future__ import annotations
 
 import contextvars
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,9 +34,10 @@ from subagents.events import AgentRef, EventSink, discard
 from subagents.models.base import ToolSchema
 from subagents.observe import RunObserver
 from subagents.processes import ProcessTracker
-from subagents.tools.input_schemas import prebuilt_schema
+from subagents.tools.input_schemas import prebuilt_input_schema, prebuilt_schema
 
 InputT = TypeVar("InputT", bound=BaseModel)
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 HOOK_APPROVED: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "subagents_hook_approved", default=False
@@ -62,6 +64,31 @@ class BuiltinToolInput(ToolInput):
     start-up). A library user's ``ToolInput`` is built when its class is, as before."""
 
     model_config = ConfigDict(defer_build=True)
+
+
+class LazyInput(Generic[ModelT]):
+    """A built-in tool's ``input_model``, imported from its own module at the first read.
+
+    ``input_model = LazyInput["ReadInput"]("subagents.tools.inputs.read", "ReadInput")``: a
+    start-up that only offers the tool never creates the class (its schema comes from the
+    table, ``input_schemas.prebuilt_input_schema``); the first read imports the module and puts
+    the class in the tool class's namespace, so later reads are plain attribute look-ups."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module = module
+        self.name = name
+        self.attribute = "input_model"
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        self.attribute = attribute
+
+    def __get__(self, instance: object, owner: type | None = None) -> type[ModelT]:
+        model: type[ModelT] = getattr(importlib.import_module(self.module), self.name)
+        for klass in (owner or type(instance)).__mro__:
+            if vars(klass).get(self.attribute) is self:
+                setattr(klass, self.attribute, model)
+                break
+        return model
 
 
 class ToolError(Exception):
@@ -323,12 +350,25 @@ class Tool(ABC, Generic[InputT]):
         cached = Tool._schema_cache.get(cls)
         if cached is None:
             cached = ToolSchema(
-                name=self.name,
-                description=self.description,
-                input_schema=input_json_schema(self.input_model),
+                name=self.name, description=self.description, input_schema=_input_schema(cls)
             )
             Tool._schema_cache[cls] = cached
         return cached
+
+
+def _input_schema(tool: type[Tool[Any]]) -> dict[str, Any]:
+    """A tool class's input schema; a ``LazyInput`` not read yet is served from the table
+    without importing its model when the table vouches for it."""
+    for klass in tool.__mro__:
+        declared = vars(klass).get("input_model")
+        if isinstance(declared, LazyInput):
+            prebuilt = prebuilt_input_schema(declared.module, declared.name)
+            if prebuilt is not None:
+                return prebuilt
+            break
+        if declared is not None:
+            break
+    return input_json_schema(tool.input_model)
 
 
 def input_json_schema(model: type[BaseModel]) -> dict[str, Any]:

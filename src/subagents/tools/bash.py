@@ -26,26 +26,26 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic import Field, field_validator
+from typing import TYPE_CHECKING, Any
 
 from subagents.descriptors import open_pipe, process_slot, retry_on_emfile
 from subagents.processes import kill_group, open_pipe_reader
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
     ToolOutput,
 )
+from subagents.tools.shell_timeouts import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS
 
-__all__ = ["DEFAULT_TIMEOUT_MS", "MAX_OUTPUT_CHARS", "MAX_TIMEOUT_MS", "BashInput", "BashTool"]
+if TYPE_CHECKING:
+    from subagents.tools.inputs.bash import BashInput
 
-DEFAULT_TIMEOUT_MS = 120_000
-MAX_TIMEOUT_MS = 600_000
+__all__ = ["DEFAULT_TIMEOUT_MS", "MAX_OUTPUT_CHARS", "MAX_TIMEOUT_MS", "BashTool"]
+
 MAX_OUTPUT_CHARS = 30_000
 _TAIL_CHARS = 10_000
 _OMITTED_MARKER = "\n\n[... {omitted} characters of output omitted ...]\n\n"
@@ -58,31 +58,7 @@ _READ_CHUNK = 64 * 1024
 ProgressFn = Callable[[dict[str, Any]], None]
 
 
-class BashInput(BuiltinToolInput):
-    """Arguments of one Bash call (Claude Code's field names)."""
-
-    command: str = Field(description="The bash command to run.")
-    timeout: int | None = Field(
-        default=None,
-        gt=0,
-        description=f"Timeout in ms (default {DEFAULT_TIMEOUT_MS}, max {MAX_TIMEOUT_MS}).",
-    )
-    description: str | None = Field(
-        default=None, description="What the command does, in 5-10 words."
-    )
-    run_in_background: bool | None = Field(
-        default=None,
-        description="Run the command in the background and return at once; read its output later.",
-    )
-
-    @field_validator("timeout")
-    @classmethod
-    def _clamp_timeout(cls, value: int | None) -> int | None:
-        """A timeout past the maximum is clamped rather than refused: the intent is clear."""
-        return None if value is None else min(value, MAX_TIMEOUT_MS)
-
-
-class BashTool(Tool[BashInput]):
+class BashTool(Tool["BashInput"]):
     """Runs ``/bin/bash -c COMMAND`` in ``ctx.cwd`` with ``ctx.env`` overlaid on the environment."""
 
     name = "Bash"
@@ -91,7 +67,7 @@ class BashTool(Tool[BashInput]):
         max_timeout_ms=MAX_TIMEOUT_MS,
         max_output_chars=MAX_OUTPUT_CHARS,
     )
-    input_model = BashInput
+    input_model = LazyInput["BashInput"]("subagents.tools.inputs.bash", "BashInput")
 
     def is_read_only(self, args: BashInput) -> bool:
         from subagents.tools.bash_readonly import is_read_only_command  # at the first check

@@ -13,21 +13,22 @@ import asyncio
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
     ToolOutput,
 )
 from subagents.tools.confined import is_local, on_local_disks, open_tool_path
-from subagents.tools.paths import PathText
 from subagents.tools.write import encode_text, write_all
+
+if TYPE_CHECKING:
+    from subagents.tools.inputs.edit import EditInput
 
 SNIPPET_CONTEXT_LINES = 4
 ENCODING = "utf-8"
@@ -35,15 +36,6 @@ ERRORS = "surrogateescape"
 MAX_EDIT_BYTES = 32 * 1024 * 1024
 
 DESCRIPTION = descriptions.EDIT
-
-
-class EditInput(BuiltinToolInput):
-    file_path: PathText = Field(description="The path of the file to modify.")
-    old_string: str = Field(description="The exact text to replace.")
-    new_string: str = Field(description="The text to replace it with (must differ).")
-    replace_all: bool = Field(
-        default=False, description="Replace every occurrence of old_string (default false)."
-    )
 
 
 @dataclass(kw_only=True, slots=True)
@@ -57,12 +49,12 @@ class EditResult:
     mtime_ns: int = 0
 
 
-class EditTool(Tool[EditInput]):
+class EditTool(Tool["EditInput"]):
     """Replace an exact, unique string in a file (or every occurrence with ``replace_all``)."""
 
     name = "Edit"
     description = DESCRIPTION
-    input_model = EditInput
+    input_model = LazyInput["EditInput"]("subagents.tools.inputs.edit", "EditInput")
 
     async def call(self, args: EditInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         if args.old_string == args.new_string:

@@ -12,19 +12,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from pathlib import Path
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
     ToolOutput,
 )
-from subagents.tools.paths import PathText, display_path, resolve_path
+from subagents.tools.paths import display_path, resolve_path
 from subagents.tools.walk import (
     compile_glob,
     list_files,
@@ -33,25 +32,20 @@ from subagents.tools.walk import (
     wants_hidden,
 )
 
+if TYPE_CHECKING:
+    from subagents.tools.inputs.glob import GlobInput
+
 MAX_RESULTS = 100
 
 DESCRIPTION = descriptions.GLOB.format(max_results=MAX_RESULTS)
 
 
-class GlobInput(BuiltinToolInput):
-    pattern: str = Field(description="The glob pattern to match files against.")
-    path: PathText | None = Field(
-        default=None,
-        description="The directory to search in (default: the working directory).",
-    )
-
-
-class GlobTool(Tool[GlobInput]):
+class GlobTool(Tool["GlobInput"]):
     """List files matching a glob pattern, newest first, capped at ``MAX_RESULTS``."""
 
     name = "Glob"
     description = DESCRIPTION
-    input_model = GlobInput
+    input_model = LazyInput["GlobInput"]("subagents.tools.inputs.glob", "GlobInput")
 
     def is_read_only(self, args: GlobInput) -> bool:
         return True

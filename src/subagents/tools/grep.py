@@ -19,14 +19,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
@@ -34,7 +32,7 @@ from subagents.tools.base import (
 )
 from subagents.tools.confined import open_confined
 from subagents.tools.glob import newest_first, search_directory
-from subagents.tools.paths import PathText, allowed_roots, display_path, resolve_path
+from subagents.tools.paths import allowed_roots, display_path, resolve_path
 from subagents.tools.ripgrep import MAX_FILE_BYTES, common_args, ripgrep_binary, run_rg, split_null
 from subagents.tools.walk import (
     list_files,
@@ -44,38 +42,17 @@ from subagents.tools.walk import (
     wants_hidden,
 )
 
+if TYPE_CHECKING:
+    from subagents.tools.inputs.grep import GrepInput, OutputMode
+
 MAX_LINE_CHARS = 500
 BINARY_SNIFF_BYTES = 8192
 PATTERN_EXCERPT_CHARS = 80
 
-OutputMode = Literal["content", "files_with_matches", "count"]
 
 DESCRIPTION = descriptions.GREP.format(
     max_file_mib=MAX_FILE_BYTES // (1024 * 1024), max_line_chars=MAX_LINE_CHARS
 )
-
-
-class GrepInput(BuiltinToolInput):
-    pattern: str = Field(description="The regular expression to search for in file contents.")
-    path: PathText | None = Field(
-        default=None, description="File or directory to search (default: working directory)."
-    )
-    glob: str | None = Field(
-        default=None, description='Glob to filter files, e.g. "*.js" or "*.{ts,tsx}".'
-    )
-    output_mode: OutputMode = Field(
-        default="files_with_matches",
-        description='"content", "files_with_matches" (default) or "count".',
-    )
-    case_insensitive: bool | None = Field(
-        default=None, alias="-i", description="Case-insensitive search."
-    )
-    line_numbers: bool | None = Field(
-        default=None, alias="-n", description="Show line numbers (content mode; default true)."
-    )
-    head_limit: int | None = Field(
-        default=None, ge=0, description="Limit output to the first N results (0: no limit)."
-    )
 
 
 @dataclass(kw_only=True, slots=True)
@@ -88,12 +65,12 @@ class FileMatches:
     """Matching lines in the file (count mode; the other modes do not need it)."""
 
 
-class GrepTool(Tool[GrepInput]):
+class GrepTool(Tool["GrepInput"]):
     """Regex search over file contents; read-only and safe to run alongside other reads."""
 
     name = "Grep"
     description = DESCRIPTION
-    input_model = GrepInput
+    input_model = LazyInput["GrepInput"]("subagents.tools.inputs.grep", "GrepInput")
 
     def is_read_only(self, args: GrepInput) -> bool:
         return True

@@ -17,11 +17,21 @@ until the table is written again, not a stale schema. What the fingerprint canno
 of a validator, a type's own ``__get_pydantic_json_schema__``) is checked by
 ``tests/test_input_schemas.py``, which compares every entry with pydantic's output, checks every
 built-in input model has one, and names the command above when it fails.
+
+Most built-in tools go one step further: their input model lives in its own module under
+``tools/inputs/`` and is imported at the tool's first call (``tools.base.LazyInput``), so a
+``-p`` start-up creates none of those classes (a pydantic model class costs ~1-2 M instructions
+even unbuilt: ~25 M for the 15). Their entries carry a second fingerprint that needs no class,
+``source_fingerprint``: the module's source text and, for each name it imports from
+``subagents``, that value as the table saw it (a model's ``model_fingerprint``, anything else its
+repr). ``prebuilt_input_schema`` serves such an entry by module and class name; when the source
+fingerprint does not match, the model is imported and its schema built as before.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import re
 import types
@@ -54,6 +64,45 @@ def prebuilt_schema(model: type[BaseModel]) -> dict[str, Any] | None:
         return None
     schema: dict[str, Any] = _fresh(entry["schema"])
     return schema
+
+
+def prebuilt_input_schema(module: str, name: str) -> dict[str, Any] | None:
+    """The table's schema for the model ``name`` of the input module ``module`` (not imported),
+    or None when the entry cannot vouch for it (``source_fingerprint``)."""
+    table = _load()
+    entry = table.get("models", {}).get(f"{module}.{name}")
+    if entry is None or table.get("pydantic") != PYDANTIC_VERSION:
+        return None
+    imports = entry.get("imports")
+    if not isinstance(imports, list) or entry.get("source") != source_fingerprint(module, imports):
+        return None
+    schema: dict[str, Any] = _fresh(entry["schema"])
+    return schema
+
+
+Imports = list[list[str]]
+"""``[[module, name], ...]``: what an input module imports from ``subagents``."""
+
+
+def source_fingerprint(module: str, imports: Imports) -> str | None:
+    """SHA-256 of an input module's source text and of each value in ``imports`` (a model by
+    ``model_fingerprint``, anything else by its repr); None when the source cannot be read.
+    ``imports`` is the entry's own list: a change to the module's imports changes its text."""
+    try:
+        text = (_PACKAGE_DIR.joinpath(*module.split(".")[1:]).with_suffix(".py")).read_bytes()
+    except OSError:
+        return None
+    digest = hashlib.sha256(text)
+    for source, name in imports:
+        value = getattr(importlib.import_module(source), name)
+        shown = model_fingerprint(value) if _is_model(value) else repr(value)
+        digest.update(f"\n{source}.{name}={_ADDRESS.sub('', shown)}".encode())
+    return digest.hexdigest()
+
+
+_PACKAGE_DIR = Path(__file__).parent.parent
+"""The ``subagents`` package's folder: ``subagents.tools.inputs.read`` is ``tools/inputs/read.py``
+below it."""
 
 
 def model_fingerprint(model: type[BaseModel]) -> str:

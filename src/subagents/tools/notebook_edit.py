@@ -14,14 +14,12 @@ import asyncio
 import json
 import secrets
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import Field
+from typing import TYPE_CHECKING, Any
 
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
@@ -29,26 +27,18 @@ from subagents.tools.base import (
 )
 from subagents.tools.paths import resolve_path
 
+if TYPE_CHECKING:
+    from subagents.tools.inputs.notebook_edit import NotebookEditInput
+
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
-EditMode = Literal["replace", "insert", "delete"]
 
 
-class NotebookEditInput(BuiltinToolInput):
-    notebook_path: str = Field(description="The notebook (.ipynb) to edit.")
-    cell_id: str | None = Field(
-        default=None, description="Id of the cell to edit (or its 0-based index)."
-    )
-    new_source: str = Field(default="", description="The new source of the cell.")
-    cell_type: Literal["code", "markdown"] | None = Field(
-        default=None, description="Cell type; required for insert."
-    )
-    edit_mode: EditMode = Field(default="replace", description="replace, insert or delete.")
-
-
-class NotebookEditTool(Tool[NotebookEditInput]):
+class NotebookEditTool(Tool["NotebookEditInput"]):
     name = "NotebookEdit"
     description = descriptions.NOTEBOOK_EDIT
-    input_model = NotebookEditInput
+    input_model = LazyInput["NotebookEditInput"](
+        "subagents.tools.inputs.notebook_edit", "NotebookEditInput"
+    )
 
     async def call(self, args: NotebookEditInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         path = resolve_path(args.notebook_path, ctx)

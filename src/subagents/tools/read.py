@@ -18,21 +18,21 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import BinaryIO
-
-from pydantic import Field
+from typing import TYPE_CHECKING, BinaryIO
 
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
     ToolOutput,
 )
 from subagents.tools.confined import OpenedFile, is_local, on_local_disks, open_tool_path
-from subagents.tools.paths import PathText
+
+if TYPE_CHECKING:
+    from subagents.tools.inputs.read import ReadInput
 
 DEFAULT_LINE_LIMIT = 2000
 MAX_LINE_CHARS = 2000
@@ -50,16 +50,6 @@ DESCRIPTION = descriptions.READ.format(
 )
 
 
-class ReadInput(BuiltinToolInput):
-    file_path: PathText = Field(description="The path of the file to read.")
-    offset: int | None = Field(
-        default=None,
-        ge=0,
-        description="The 1-based line number to start reading from (0 also means the first line).",
-    )
-    limit: int | None = Field(default=None, ge=1, description="The number of lines to read.")
-
-
 @dataclass(kw_only=True, slots=True)
 class _Excerpt:
     """Numbered lines taken from a file, and whether (and where) more would follow."""
@@ -70,12 +60,12 @@ class _Excerpt:
     more: bool
 
 
-class ReadTool(Tool[ReadInput]):
+class ReadTool(Tool["ReadInput"]):
     """Read a text file as numbered lines; confined to the allowed roots."""
 
     name = "Read"
     description = DESCRIPTION
-    input_model = ReadInput
+    input_model = LazyInput["ReadInput"]("subagents.tools.inputs.read", "ReadInput")
     # The tool caps its own output with a continuation hint; the generic cut must not hit first.
     max_result_chars = MAX_OUTPUT_CHARS + 1000
 

@@ -18,36 +18,28 @@ the sender's text escaped, so a message cannot pose as a notification or a direc
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
     ToolOutput,
 )
 
-
-class SendMessageInput(BuiltinToolInput):
-    to: str = Field(min_length=1, description="Recipient: an agent name or an agent id")
-    message: str | dict[str, Any] = Field(
-        description=(
-            'The message text, or a structured message such as {"type": "shutdown_request"} '
-            "(in a team)"
-        )
-    )
-    summary: str | None = Field(default=None, description="A 5-10 word preview of the message")
+if TYPE_CHECKING:
+    from subagents.tools.inputs.send_message import SendMessageInput
 
 
-class SendMessageTool(Tool[SendMessageInput]):
+class SendMessageTool(Tool["SendMessageInput"]):
     name = "SendMessage"
     description = descriptions.SEND_MESSAGE
-    input_model = SendMessageInput
+    input_model = LazyInput["SendMessageInput"](
+        "subagents.tools.inputs.send_message", "SendMessageInput"
+    )
     requires_permission = False
 
     def is_concurrency_safe(self, args: SendMessageInput) -> bool:

@@ -7,12 +7,12 @@ way to poll.
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     TaskService,
     Tool,
     ToolContext,
@@ -20,7 +20,9 @@ from subagents.tools.base import (
     ToolOutput,
 )
 
-DEFAULT_TIMEOUT_MS = 30_000
+if TYPE_CHECKING:
+    from subagents.tools.inputs.task_output import TaskOutputInput
+
 MAX_TIMEOUT_MS = 600_000
 
 
@@ -31,19 +33,13 @@ def task_service(ctx: ToolContext) -> TaskService:
     return service
 
 
-class TaskOutputInput(BuiltinToolInput):
-    task_id: str = Field(min_length=1, description="The task id (or agent name)")
-    block: bool = Field(default=True, description="Wait for the task to finish")
-    timeout: int = Field(
-        default=DEFAULT_TIMEOUT_MS, gt=0, description="Longest wait in ms (max 600000)"
-    )
-
-
-class TaskOutputTool(Tool[TaskOutputInput]):
+class TaskOutputTool(Tool["TaskOutputInput"]):
     name = "TaskOutput"
     aliases = ("AgentOutputTool", "BashOutputTool")
     description = descriptions.TASK_OUTPUT
-    input_model = TaskOutputInput
+    input_model = LazyInput["TaskOutputInput"](
+        "subagents.tools.inputs.task_output", "TaskOutputInput"
+    )
     max_result_chars = 160_000
 
     def is_read_only(self, args: TaskOutputInput) -> bool:

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from subagents.tools import descriptions
-from subagents.tools.base import BuiltinToolInput, CallInfo, Tool, ToolContext, ToolOutput
+from subagents.tools.base import (
+    CallInfo,
+    LazyInput,
+    Tool,
+    ToolContext,
+    ToolOutput,
+)
 from subagents.tools.task_output import task_service
 
+if TYPE_CHECKING:
+    from subagents.tools.inputs.task_stop import TaskStopInput
 
-class TaskStopInput(BuiltinToolInput):
-    task_id: str = Field(min_length=1, description="The task id (or agent name) to stop")
 
-
-class TaskStopTool(Tool[TaskStopInput]):
+class TaskStopTool(Tool["TaskStopInput"]):
     name = "TaskStop"
     aliases = ("KillShell",)
     description = descriptions.TASK_STOP
-    input_model = TaskStopInput
+    input_model = LazyInput["TaskStopInput"]("subagents.tools.inputs.task_stop", "TaskStopInput")
     requires_permission = False
 
     async def call(self, args: TaskStopInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:

@@ -10,30 +10,22 @@ see it. The session clears a child's entry when the child ends, on every path (S
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from subagents.events import ProgressEvent
 from subagents.tools import descriptions
-from subagents.tools.base import BuiltinToolInput, CallInfo, Tool, ToolContext, ToolOutput
+from subagents.tools.base import (
+    CallInfo,
+    LazyInput,
+    Tool,
+    ToolContext,
+    ToolOutput,
+)
 
-TodoStatus = Literal["pending", "in_progress", "completed"]
-MAX_TODOS = 100
-MAX_CONTENT_CHARS = 500
+if TYPE_CHECKING:
+    from subagents.tools.inputs.todo import TodoItem, TodoWriteInput
+
 _MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
-
-
-class TodoItem(BuiltinToolInput):
-    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS, description="The step")
-    status: TodoStatus = Field(description="pending, in_progress or completed")
-    activeForm: str | None = Field(
-        default=None, max_length=MAX_CONTENT_CHARS, description="The step as it is being done"
-    )
-
-
-class TodoWriteInput(BuiltinToolInput):
-    todos: list[TodoItem] = Field(max_length=MAX_TODOS, description="The whole updated list")
 
 
 @dataclass(kw_only=True)
@@ -67,10 +59,10 @@ def headline(todos: list[TodoItem]) -> str:
     return f"{done}/{len(todos)} done{now}"
 
 
-class TodoWriteTool(Tool[TodoWriteInput]):
+class TodoWriteTool(Tool["TodoWriteInput"]):
     name = "TodoWrite"
     description = descriptions.TODO_WRITE
-    input_model = TodoWriteInput
+    input_model = LazyInput["TodoWriteInput"]("subagents.tools.inputs.todo", "TodoWriteInput")
     requires_permission = False
 
     def __init__(self, board: TodoBoard | None = None) -> None:

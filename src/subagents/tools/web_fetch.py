@@ -20,20 +20,21 @@ import asyncio
 import ipaddress
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
-
-from pydantic import Field
 
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
     ToolOutput,
 )
+
+if TYPE_CHECKING:
+    from subagents.tools.inputs.web_fetch import WebFetchInput
 
 MAX_BYTES = 5 * 1024 * 1024
 MAX_CHARS = 100_000
@@ -46,17 +47,12 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 USER_AGENT = "subagents-webfetch/0.1"
 
 
-class WebFetchInput(BuiltinToolInput):
-    url: str = Field(min_length=1, max_length=4000, description="The http(s) URL to fetch.")
-    prompt: str | None = Field(default=None, description="What you are looking for on the page.")
-
-
-class WebFetchTool(Tool[WebFetchInput]):
+class WebFetchTool(Tool["WebFetchInput"]):
     name = "WebFetch"
     description = descriptions.WEB_FETCH.format(
         max_bytes_mib=MAX_BYTES // (1024 * 1024), max_chars=MAX_CHARS, timeout_s=int(TIMEOUT_S)
     )
-    input_model = WebFetchInput
+    input_model = LazyInput["WebFetchInput"]("subagents.tools.inputs.web_fetch", "WebFetchInput")
     max_result_chars = MAX_CHARS + 2_000
 
     def __init__(self, *, allow_private: bool | None = None) -> None:

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from urllib.parse import urlsplit
-
-from pydantic import Field
 
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
     ToolOutput,
 )
+
+if TYPE_CHECKING:
+    from subagents.tools.inputs.web_search import WebSearchInput
 
 MAX_RESULTS = 10
 NO_BACKEND = (
@@ -54,16 +55,10 @@ class SearchBackend(Protocol):
     ) -> list[SearchResult]: ...
 
 
-class WebSearchInput(BuiltinToolInput):
-    query: str = Field(min_length=2, max_length=500, description="The search query.")
-    allowed_domains: list[str] | None = Field(default=None, description="Only these sites.")
-    blocked_domains: list[str] | None = Field(default=None, description="Never these sites.")
-
-
-class WebSearchTool(Tool[WebSearchInput]):
+class WebSearchTool(Tool["WebSearchInput"]):
     name = "WebSearch"
     description = descriptions.WEB_SEARCH
-    input_model = WebSearchInput
+    input_model = LazyInput["WebSearchInput"]("subagents.tools.inputs.web_search", "WebSearchInput")
 
     def __init__(self, backend: SearchBackend | None = None) -> None:
         self.backend = backend

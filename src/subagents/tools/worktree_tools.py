@@ -17,15 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from subagents.hooks.config import HookConfig
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
@@ -33,13 +31,12 @@ from subagents.tools.base import (
 )
 
 if TYPE_CHECKING:
+    from subagents.tools.inputs.worktree import EnterWorktreeInput, ExitWorktreeInput
     from subagents.worktrees.git import Worktree
 
 ENTER_DESCRIPTION = descriptions.ENTER_WORKTREE
 
 EXIT_DESCRIPTION = descriptions.EXIT_WORKTREE
-
-_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
 @dataclass(kw_only=True)
@@ -54,35 +51,19 @@ class WorktreeSession:
     previous_roots: tuple[Path, ...] = ()
 
 
-class EnterWorktreeInput(BuiltinToolInput):
-    name: str | None = Field(
-        default=None,
-        pattern=_NAME_PATTERN,
-        description="Worktree name (letters, digits, '.', '_', '-'); a random one if omitted.",
-    )
-
-
-class ExitWorktreeInput(BuiltinToolInput):
-    action: Literal["keep", "remove"] = Field(
-        description='"keep" leaves the worktree on disk; "remove" deletes it and its branch.'
-    )
-    discard_changes: bool = Field(
-        default=False,
-        description="Required true to remove a worktree with uncommitted changes or commits.",
-    )
-
-
 def _main_session_only(tool: str, ctx: ToolContext) -> None:
     if ctx.agent.parent_agent_id is not None:
         raise ToolError(f"{tool} is only available to the main session, not to sub-agents.")
 
 
-class EnterWorktreeTool(Tool[EnterWorktreeInput]):
+class EnterWorktreeTool(Tool["EnterWorktreeInput"]):
     """Create a worktree and move the session's working directory into it."""
 
     name = "EnterWorktree"
     description = ENTER_DESCRIPTION
-    input_model = EnterWorktreeInput
+    input_model = LazyInput["EnterWorktreeInput"](
+        "subagents.tools.inputs.worktree", "EnterWorktreeInput"
+    )
 
     def __init__(self, session: WorktreeSession) -> None:
         self.session = session
@@ -132,12 +113,14 @@ class EnterWorktreeTool(Tool[EnterWorktreeInput]):
             raise ToolError(f"Cannot create a worktree: {exc}") from None
 
 
-class ExitWorktreeTool(Tool[ExitWorktreeInput]):
+class ExitWorktreeTool(Tool["ExitWorktreeInput"]):
     """Return from the active worktree, keeping or removing it."""
 
     name = "ExitWorktree"
     description = EXIT_DESCRIPTION
-    input_model = ExitWorktreeInput
+    input_model = LazyInput["ExitWorktreeInput"](
+        "subagents.tools.inputs.worktree", "ExitWorktreeInput"
+    )
 
     def __init__(self, session: WorktreeSession) -> None:
         self.session = session

@@ -13,35 +13,31 @@ from __future__ import annotations
 
 import asyncio
 import os
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
     ToolOutput,
 )
 from subagents.tools.confined import on_local_disks, open_tool_path
-from subagents.tools.paths import PathText
+
+if TYPE_CHECKING:
+    from subagents.tools.inputs.write import WriteInput
 
 DESCRIPTION = descriptions.WRITE
 
 
-class WriteInput(BuiltinToolInput):
-    file_path: PathText = Field(description="The path of the file to write.")
-    content: str = Field(description="The full content to write to the file.")
-
-
-class WriteTool(Tool[WriteInput]):
+class WriteTool(Tool["WriteInput"]):
     """Create or overwrite one file inside the allowed roots."""
 
     name = "Write"
     description = DESCRIPTION
-    input_model = WriteInput
+    input_model = LazyInput["WriteInput"]("subagents.tools.inputs.write", "WriteInput")
 
     async def call(self, args: WriteInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         data = encode_text(args.content, "content")
