@@ -9,13 +9,13 @@ import pytest
 
 from subagents.agents.agent_file import parse_agent_markdown
 from subagents.agents.builtin import EXPLORE, PLAN, VERIFICATION, parse_verdict
+from subagents.agents.cli_agents import parse_cli_agents
 from subagents.agents.definitions import (
     AgentDefinition,
     DefinitionSet,
     load_definitions,
     resolve_tool_names,
 )
-from subagents.agents.schema import parse_cli_agents
 
 REVIEWER = """\
 ---

@@ -73,12 +73,13 @@ NEVER = {
     "html",
     "html.entities",
     "ctypes",
+    "subagents.agents.cli_agents",
 }
 """Not loaded by a one-turn ``-p`` run on the Anthropic or the scripted path: neither the SDKs,
 nor the optional parts, nor what only a later step needs — ``importlib.metadata`` and what it
 brings (pydantic's plugin discovery, answered by ``cli/pydantic_plugins.py`` when no plugin is
 installed), ``tempfile`` (``--settings`` JSON), ``html`` (SendMessage), ``ctypes`` (the first
-``syncfs``)."""
+``syncfs``), ``agents.cli_agents`` (``--agents`` JSON, a pydantic model)."""
 NEVER_PREFIXES = (
     "opentelemetry",
     "subagents.telemetry",

@@ -31,7 +31,6 @@ from subagents.agents.schema import (
     DefinitionSource,
     ParsedFile,
     normalize_agent_type,
-    parse_cli_agents,
 )
 
 __all__ = [
@@ -131,6 +130,8 @@ def load_definitions(
             result.merge(load_folder(project / ".claude" / "agents", source="project"))
             result.merge(load_folder(project / ".subagents" / "agents", source="project"))
     if cli_agents is not None:
+        from subagents.agents.cli_agents import parse_cli_agents  # only for --agents
+
         definitions, errors = parse_cli_agents(cli_agents)
         for definition in definitions:
             result.add(definition)
