@@ -26,6 +26,8 @@ from subagents.store.writer import DurableWriter
 
 @dataclass(kw_only=True)
 class BackgroundParts:
+    """A session's background machinery: task registry, children, shells, durable writes."""
+
     registry: TaskRegistry
     children: Children
     shells: BackgroundShellManager
