@@ -25,6 +25,8 @@ T = TypeVar("T")
 
 @dataclasses.dataclass(frozen=True)
 class _Shape:
+    """A frozen dataclass's fields as ``new_frozen`` needs them: defaults, factories, names."""
+
     defaults: dict[str, Any]
     factories: dict[str, Callable[[], Any]]
     names: frozenset[str]
