@@ -20,8 +20,7 @@ from subagents.permissions.checker import (
 from subagents.permissions.context import PermissionContext
 from subagents.permissions.rules import PermissionRule, parse_rule
 from subagents.session import Session, SessionOptions
-from test_teams_e2e import SHUTDOWN_OK, stop_then_delete
-from test_teams_permission_relay import SPAWN, teams_env  # noqa: F401  (a fixture)
+from test_teams_permission_relay import teammate_asking_script, teams_env  # noqa: F401
 
 TOUCH = parse_rule("Bash(touch:*)")
 
@@ -121,29 +120,10 @@ async def test_a_process_teammate_keeps_the_rule_its_leads_user_granted(
     tmp_path: Path,
     teams_env: None,  # noqa: F811
 ) -> None:
-    lead = {
-        "agent_type": "main",
-        "turns": [
-            {"tool_calls": [tool_call("TeamCreate", team_name="alpha")]},
-            {"tool_calls": [{"name": "Agent", "input": SPAWN}]},
-            {"text": "waiting"},
-            *stop_then_delete("w1"),
-        ],
-    }
-    teammate = {
-        "agent_type": "general-purpose",
-        "match": "you are w1\\b",
-        "turns": [
-            {"tool_calls": [tool_call("Bash", command="touch one.txt")]},
-            {"tool_calls": [tool_call("Bash", command="touch two.txt")]},
-            {"text": "w1 done"},
-            SHUTDOWN_OK,
-            {"text": "bye"},
-        ],
-    }
+    script = teammate_asking_script(tmp_path, ("touch one.txt", "touch two.txt"))
     asks: list[str] = []
     options = SessionOptions(
-        model=f"scripted:{write_script(tmp_path, [lead, teammate])}",
+        model=f"scripted:{script}",
         cwd=tmp_path,
         home=tmp_path / "home",
         load_settings=False,

@@ -32,7 +32,9 @@ SPAWN = {
 }
 
 
-def teammate_asking_script(tmp_path: Path) -> Path:
+def teammate_asking_script(
+    tmp_path: Path, commands: tuple[str, str] = ("touch allowed.txt", "touch denied.txt")
+) -> Path:
     """A lead starting teammate w1, whose two Bash calls ask; then it stops w1 and deletes."""
     lead = {
         "agent_type": "main",
@@ -47,8 +49,8 @@ def teammate_asking_script(tmp_path: Path) -> Path:
         "agent_type": "general-purpose",
         "match": "you are w1\\b",
         "turns": [
-            {"tool_calls": [tool_call("Bash", command="touch allowed.txt")]},
-            {"tool_calls": [tool_call("Bash", command="touch denied.txt")]},
+            {"tool_calls": [tool_call("Bash", command=commands[0])]},
+            {"tool_calls": [tool_call("Bash", command=commands[1])]},
             {"text": "w1 done"},
             SHUTDOWN_OK,
             {"text": "bye"},
