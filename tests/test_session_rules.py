@@ -19,7 +19,7 @@ from subagents.permissions.checker import (
 )
 from subagents.permissions.context import PermissionContext
 from subagents.permissions.rules import PermissionRule, parse_rule
-from subagents.session import Session, SessionOptions
+from subagents.session import Session, SessionOptions, SessionResult
 from test_teams_permission_relay import teammate_asking_script, teams_env  # noqa: F401
 
 TOUCH = parse_rule("Bash(touch:*)")
@@ -31,6 +31,18 @@ def _asker(asks: list[str], rules: tuple[PermissionRule, ...] = (TOUCH,)) -> Ask
         return AskAnswer(allow=True, added_rules=rules)
 
     return ask
+
+
+async def _run(tmp_path: Path, script: Path, ask: AskCallback, *, timeout: float) -> SessionResult:
+    """The session on ``script`` with ``ask`` as its user, to its end."""
+    options = SessionOptions(
+        model=f"scripted:{script}",
+        cwd=tmp_path,
+        home=tmp_path / "home",
+        load_settings=False,
+        ask_callback=ask,
+    )
+    return await asyncio.wait_for(Session(options).run("go"), timeout)
 
 
 async def test_a_childs_session_rule_holds_for_the_child_its_parent_and_later_children(
@@ -60,14 +72,9 @@ async def test_a_childs_session_rule_holds_for_the_child_its_parent_and_later_ch
         "turns": [{"tool_calls": [tool_call("Bash", command="touch three.txt")]}, {"text": "ok"}],
     }
     asks: list[str] = []
-    options = SessionOptions(
-        model=f"scripted:{write_script(tmp_path, [main, first, second])}",
-        cwd=tmp_path,
-        home=tmp_path / "home",
-        load_settings=False,
-        ask_callback=_asker(asks),
+    result = await _run(
+        tmp_path, write_script(tmp_path, [main, first, second]), _asker(asks), timeout=60
     )
-    result = await asyncio.wait_for(Session(options).run("go"), 60)
     assert result.subtype == "success", result.payload
     assert asks == ["touch one.txt"]  # asked once; the rule answered the other three
     for name in ("one.txt", "two.txt", "main.txt", "three.txt"):
@@ -84,14 +91,9 @@ async def test_an_answer_without_a_rule_asks_again(tmp_path: Path) -> None:
         ],
     }
     asks: list[str] = []
-    options = SessionOptions(
-        model=f"scripted:{write_script(tmp_path, [main])}",
-        cwd=tmp_path,
-        home=tmp_path / "home",
-        load_settings=False,
-        ask_callback=_asker(asks, rules=()),
+    result = await _run(
+        tmp_path, write_script(tmp_path, [main]), _asker(asks, rules=()), timeout=60
     )
-    result = await asyncio.wait_for(Session(options).run("go"), 60)
     assert result.subtype == "success", result.payload
     assert asks == ["touch one.txt", "touch two.txt"]
 
@@ -122,14 +124,7 @@ async def test_a_process_teammate_keeps_the_rule_its_leads_user_granted(
 ) -> None:
     script = teammate_asking_script(tmp_path, ("touch one.txt", "touch two.txt"))
     asks: list[str] = []
-    options = SessionOptions(
-        model=f"scripted:{script}",
-        cwd=tmp_path,
-        home=tmp_path / "home",
-        load_settings=False,
-        ask_callback=_asker(asks),
-    )
-    result = await asyncio.wait_for(Session(options).run("go"), 120)
+    result = await _run(tmp_path, script, _asker(asks), timeout=120)
     assert result.subtype == "success", result.payload
     assert asks == ["touch one.txt"]
     assert (tmp_path / "one.txt").exists() and (tmp_path / "two.txt").exists()
