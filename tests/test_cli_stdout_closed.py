@@ -87,3 +87,26 @@ def test_an_sdk_session_whose_reader_went_away_ends(tmp_path: Path) -> None:
     assert proc.returncode == 141, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "standard output was closed (broken pipe)" in proc.stderr
+
+
+def test_a_stdout_closed_from_the_start_is_reported(tmp_path: Path) -> None:
+    script = _three_calls(tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "subagents",
+            *script_args(script, output_format="json", prompt="go"),
+        ],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(1),  # `subagents … >&-`
+    )
+    assert proc.returncode == 141, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "standard output was closed (broken pipe): before the result was written" in (
+        proc.stderr
+    )

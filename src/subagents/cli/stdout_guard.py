@@ -9,7 +9,8 @@ flush of what is still buffered cannot fail again) and calls ``on_close``: the h
 aborts its session — no model call is made for a reader that is gone — which ends as every
 aborted run does, its transcript and records durable, resumable with ``--resume``. The command
 then says so in one line on stderr and exits with 141 (128 + SIGPIPE, what a shell reports for a
-process that pipe killed).
+process that pipe killed). A descriptor 1 closed before the start (``>&-``: Python then has no
+``sys.stdout``) is the same case.
 """
 
 from __future__ import annotations
@@ -33,23 +34,30 @@ class StdoutGuard:
     def write(self, text: str) -> None:
         if self.closed:
             return
+        stream = sys.stdout
+        if stream is None:  # descriptor 1 was closed before the process started (``>&-``)
+            self._closed_now()
+            return
         try:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            stream.write(text)
+            stream.flush()
         except BrokenPipeError:
-            self._close()
+            self._close(stream.fileno())
 
     def write_json(self, data: Any) -> None:
         self.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
 
-    def _close(self) -> None:
-        self.closed = True
+    def _close(self, fd: int) -> None:
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            os.dup2(devnull, fd)
             os.close(devnull)
-        except (OSError, ValueError):
-            pass  # no descriptor behind stdout (a test's capture): later writes are dropped
+        except OSError:
+            pass  # later writes are dropped here either way
+        self._closed_now()
+
+    def _closed_now(self) -> None:
+        self.closed = True
         if self.on_close is not None:
             self.on_close()
 
