@@ -69,7 +69,17 @@ async def test_a_compaction_is_a_notice_and_its_summary_is_not_an_answer(
     )
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press(*"read it", "enter")
-        await until(lambda: not app.conversation.busy and app.conversation.last is not None)
+        # The turn's events reach the widgets through the app's message queue, after the turn:
+        # wait for what it shows too (a CI run once read the notices before they were mounted).
+        await until(
+            lambda: (
+                not app.conversation.busy
+                and app.conversation.last is not None
+                and "context compacted" in notices(app)
+                and answers(app)
+            ),
+            what="the turn's end, its compaction notice and its answer",
+        )
         assert "context compacted (auto, summary)" in notices(app)
         assert answers(app) == ["final answer"], "the summary is not shown as the answer"
     assert [r["agent_type"] for r in requests(tmp_path)] == ["main", "compact", "main"]
