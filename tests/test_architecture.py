@@ -49,6 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "subagents.session",
             "subagents.session_turns",
             "subagents.session_compact",
+            "subagents.session_core",
             "subagents.session_options",
             "subagents.session_setup",
             "subagents.session_background",

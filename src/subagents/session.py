@@ -1,10 +1,10 @@
 """A session: one main agent, its children, its state folder, its events.
 
 ``Session`` is what the CLI's ``-p`` and the library's ``run()`` drive. It resolves the model,
-builds the main agent's tools and context, runs it through ``agents.agent_run.run_agent`` and turns
-the outcome into the result object of SPEC §19 (``subtype``, ``usage`` summed over every agent,
-the per-agent ``agents`` list). Tools reach the session through ``ToolContext.services``
-(``agents.services.SessionServices``).
+builds the main agent's tools and context (``session_core``), runs it through
+``agents.agent_run.run_agent`` and turns the outcome into the result object of SPEC §19
+(``subtype``, ``usage`` summed over every agent, the per-agent ``agents`` list). Tools reach the
+session through ``ToolContext.services`` (``agents.services.SessionServices``).
 """
 
 from __future__ import annotations
@@ -13,207 +13,35 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from subagents import session_tools
-from subagents.abort import AbortSignal
-from subagents.agents import recovery
-from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun, run_agent
-from subagents.agents.heartbeat import first_beat, with_heartbeat
-from subagents.agents.mcp_scope import (
-    close_session_servers,
-    reap_session_servers,
-)
+from subagents.agents.agent_run import AgentRun, run_agent
+from subagents.agents.mcp_scope import close_session_servers
 from subagents.agents.project_context import load_project_context
-from subagents.agents.prompts import (
-    read_prompt_file,
-)
 from subagents.agents.reminders import TurnReminders, reminders_for
-from subagents.agents.runtime import AgentRuntime
-from subagents.agents.services import SessionServices
-from subagents.agents.task_service import AgentTasks
-from subagents.agents.verification import install_verification
-from subagents.config import RuntimeConfig
 from subagents.events import (
     AgentRef,
     Event,
     EventSink,
-    ProgressEvent,
     ResultEvent,
     discard,
 )
-from subagents.gc_heap import freeze_import_heap, tune_collector
 from subagents.loop.compaction import CompactionResult
-from subagents.loop.inbox import Inbox
 from subagents.loop.query import Budget, LoopOutcome
-from subagents.messages import ContentBlock, Message, Usage, text_block, user_message
+from subagents.messages import ContentBlock, Message, text_block, user_message
 from subagents.models.base import Model
-from subagents.models.pricing import price_for
-from subagents.models.retry import ModelCaller, RetryPolicy
-from subagents.observe import Observation
-from subagents.session_background import background_parts
 from subagents.session_compact import MainAgentParts, compact_held, compact_saved
+from subagents.session_core import SessionCore, resolved_model
 from subagents.session_history import HistorySource, starting_history
 from subagents.session_options import SessionOptions as SessionOptions
 from subagents.session_options import SessionResult as SessionResult
-from subagents.session_result import structured_value, total_usage, turn_result
-from subagents.session_setup import (
-    session_definitions,
-    session_hooks,
-    session_mcp,
-    session_permissions,
-    session_settings,
-    session_telemetry,
-    watch_definitions,
-)
-from subagents.session_turns import (
-    STRUCTURED_OUTPUT_NOTE,
-    MainAgent,
-    session_id_for,
-)
-from subagents.session_watch import BudgetWatch, WarningLog
-from subagents.state import ProjectState, canonical_project, ensure_private_dir
+from subagents.session_result import structured_value, turn_result
+from subagents.session_turns import MainAgent
+from subagents.state import canonical_project
 from subagents.store import session_lock
-from subagents.tools.base import Tool, ToolContext
-from subagents.tools.structured_output import StructuredOutputTool
-from subagents.tools.todo import TodoBoard
-
-if TYPE_CHECKING:
-    from subagents.agents.teams.host import TeamHost
 
 
-class Session:
+class Session(SessionCore):
     """One coordinating agent run and everything it starts."""
-
-    def __init__(self, options: SessionOptions) -> None:
-        self.options = options
-        self.config = options.config or RuntimeConfig.from_env()
-        if self.config.freeze_import_heap:
-            freeze_import_heap()  # before this session makes anything (``gc_heap``)
-        if self.config.gc_thresholds is not None:
-            tune_collector(self.config.gc_thresholds)
-        price_for("")  # a malformed SUBAGENTS_PRICES fails here, naming it, not mid-run
-        self.cwd = canonical_project(options.cwd)
-        self.state = ProjectState.for_cwd(self.cwd, options.home)
-        if options.system_prompt is not None and options.system_prompt_file is not None:
-            raise ValueError("system_prompt and system_prompt_file exclude each other: give one")
-        self.custom_prompt = options.system_prompt
-        if options.system_prompt_file is not None:
-            self.custom_prompt = read_prompt_file(options.system_prompt_file)
-        self.session_id = session_id_for(options.session_id, options.resume, options.fork_session)
-        self.model = _resolve(options.model)
-        self.fallback = _resolve(options.fallback_model) if options.fallback_model else None
-        self.abort = AbortSignal()
-        """The session's signal: aborting it ends the running turn and every later one."""
-        self._turn_abort: AbortSignal | None = None
-        self._main: MainAgent | None = None
-        self._closed = False
-        self._held = False
-        self._turn_running = False
-        self._lock_fd: int | None = None
-        """This process runs the session: ``sessions/<id>.lock`` held shared (``session_lock``)."""
-        self._observation: Observation | None = None
-        self.emit: EventSink = discard
-        self._warnings = WarningLog(ref=AgentRef(agent_id=self.session_id, agent_type="main"))
-        self.warnings = self._warnings.messages
-        """Every warning of the session (settings, hooks, definitions, permission rules), in
-        order; the CLI shows each in its output format and ``json`` lists them."""
-        self.inbox = Inbox()
-        self.runtime = AgentRuntime(
-            session_id=self.session_id,
-            cwd=self.cwd,
-            state=self.state,
-            config=self.config,
-            definitions=options.definitions
-            or session_definitions(options, self.cwd, self.state, self.warn),
-            provider_model=self.model,
-            retry=options.retry or RetryPolicy.from_env(),
-            fallback=self.fallback,
-            transcripts=options.transcripts,
-        )
-        self.settings = session_settings(options, self.cwd, self.state)
-        for warning in self.settings.warnings:
-            self.warn(warning)
-        extra_dirs = [*options.additional_dirs, *self.settings.additional_directories]
-        self._extra_roots = [self.cwd, *(canonical_project(d) for d in extra_dirs)]
-        """File-tool roots until the main agent starts (then its context holds them)."""
-        self.permissions = session_permissions(options, self.settings, self.cwd, self.warn)
-        self.runtime.permissions = self.permissions
-        self.runtime.hooks = session_hooks(
-            options,
-            self.settings,
-            self.runtime.definitions,
-            session_id=self.session_id,
-            transcript=self.state.session_transcript(self.session_id),
-            cwd=self.cwd,
-            warn=self.warn,
-        )
-        self.observer = options.observer or session_telemetry(self.config, self.warn)
-        self.runtime.observer = self.observer
-        self.runtime.mcp = session_mcp(
-            options,
-            self.settings,
-            cwd=self.cwd,
-            state=self.state,
-            session_id=self.session_id,
-            warn=self.warn,
-        )
-        self.verification = install_verification(self.runtime, self.inbox)
-        self.todos = TodoBoard()
-        self.runtime.on_child_done.append(lambda run: self.todos.clear(run.agent_id))
-        self._parts = background_parts(
-            options,
-            self.runtime,
-            state=self.state,
-            inbox=self.inbox,
-            session_id=self.session_id,
-            cwd=self.cwd,
-        )
-        self.registry = self._parts.registry
-        self.background = self._parts.children
-        self.shells = self._parts.shells
-        self.writer = self._parts.writer
-        self.store = self._parts.store
-        limit = options.max_budget_usd
-        self._budget = None
-        if limit is not None:
-            turn = self._current_turn
-            self._budget = BudgetWatch(limit=limit, registry=self.registry, turn_abort=turn)
-        # Teams are opt-in (SUBAGENTS_AGENT_TEAMS=1): without them no team module is imported.
-        self.teams = self._team_host() if self.config.agent_teams else None
-        self.services = SessionServices(
-            runtime=self.runtime,
-            children=self.background,
-            task_service=AgentTasks(self.background, self.registry),
-            shells=self.shells,
-            teams=self.teams,
-        )
-
-    def _team_host(self) -> TeamHost:
-        from subagents.session_teams import team_host
-
-        return team_host(
-            self.options,
-            config=self.config,
-            state=self.state,
-            store=self.store,
-            inbox=self.inbox,
-            hooks=self.runtime.hooks,
-            session_id=self.session_id,
-        )
-
-    def _current_turn(self) -> AbortSignal | None:
-        return self._turn_abort
-
-    def warn(self, message: str) -> None:
-        """Record a warning for the user; once the run has started it is also emitted at once
-        as a ``system``/``warning`` event (earlier ones are emitted right after ``init``)."""
-        self._warnings.add(message, self.emit)
-
-    @property
-    def agents(self) -> list[AgentRun]:
-        """Every agent run of this session, the main agent first."""
-        return self.runtime.agents
 
     # -- public -------------------------------------------------------------------------------
 
@@ -314,7 +142,7 @@ class Session:
 
     def set_model(self, model: Model | str) -> Model:
         """Switch the main agent's model for the rest of the session (its next model call)."""
-        resolved = _resolve(model)
+        resolved = resolved_model(model)
         self.model = resolved
         if self._main is not None:
             self._main.caller.model = resolved
@@ -362,33 +190,6 @@ class Session:
             if self._observation is not None:
                 self._observation.end(None)
                 self._observation = None
-
-    # -- internals ------------------------------------------------------------------------------
-
-    def _set_sink(self, sink: EventSink) -> None:
-        if self.observer is not None:
-            sink = _tee(sink, self.observer.event)
-        if self._budget is not None:
-            sink = self._budget.wrap(sink)
-        self.emit = sink
-        self.runtime.sink = sink
-
-    def _forward(self, event: Event) -> None:
-        self.emit(event)
-
-    def main_tools(self) -> list[Tool[Any]]:
-        return session_tools.main_tools(
-            self.options,
-            self.runtime,
-            todos=self.todos,
-            session_id=self.session_id,
-            teams=self.teams is not None,
-        )
-
-    def _system_prompt(self) -> str:
-        return session_tools.system_prompt(
-            self.options, self.runtime, cwd=self.cwd, model=self.model, custom=self.custom_prompt
-        )
 
     def _history(
         self, prompt: str, reminders: TurnReminders | None = None
@@ -493,117 +294,6 @@ class Session:
         extra = await hooks.session_start("resume" if self.options.resume else "startup")
         return f"{prompt}\n\n{extra}" if extra else prompt
 
-    async def _open_main(self) -> MainAgent:
-        """The first turn sets the session up: the main agent's tools, prompt and context,
-        crash recovery of earlier runs, the stop-request poller."""
-        self._hold_session_lock()  # first: a session being compacted starts nothing
-        if self.observer is not None:
-            # The session span covers every turn; ``close`` ends it.
-            self._observation = self.observer.session_started(self.session_id, self.model.name)
-        await self._start_mcp()
-        tools = self.main_tools()
-        if self.options.json_schema is not None:
-            tools.append(StructuredOutputTool(self.options.json_schema))
-        names = [t.name for t in tools]
-        ref = AgentRef(agent_id=self.session_id, agent_type="main")
-        run = AgentRun(ref=ref, prompt="", model=self.model.name)
-        self.runtime.register(run)
-        self.runtime.project_context = await load_project_context(self.cwd)
-        roots = tuple(self._extra_roots)
-        system = self._system_prompt()
-        if self.options.json_schema is not None:
-            system = f"{system}\n\n{STRUCTURED_OUTPUT_NOTE}".lstrip()
-        await first_beat(self.store)  # before recovery and any record of ours (heartbeat.py)
-        await recovery.reconcile_orphans(self.store, self.state, hooks=self.runtime.hooks)
-        if self.options.definitions is None:  # loaded from disk: they follow their files
-            self.runtime.definitions_watch = watch_definitions(
-                self.options, self.runtime, cwd=self.cwd, state=self.state, warn=self.warn
-            )
-        reminders = session_tools.first_reminders(self.runtime, names, custom=self.custom_prompt)
-        # Held open, the sink may change between turns: go through the session. A one-shot run
-        # keeps the sink itself, so an unwatched run skips building events (``discard``).
-        emit = self._forward if self._held else self.emit
-        frame, ctx = self.main_frame(run, tools, system, [], roots, emit=emit)
-        if self.options.resume and self.teams is not None:
-            frame.team = self.teams.rejoin(self.session_id)
-        job = AgentJob(
-            frame=frame,
-            caller=self._main_caller(ref),
-            ctx=ctx,
-            tool_concurrency=self.config.tool_concurrency,
-            inbox=self.inbox,
-            transcript=self._transcript_path(),
-            reminders=reminders.next_blocks if reminders else None,
-            restate=reminders.restated_blocks if reminders else None,
-            compaction=self.runtime.compaction_policy(self.model),
-        )
-        poller = asyncio.create_task(
-            # stop requests made by other processes; the owner's heartbeat where the store
-            # keeps them (agents/heartbeat.py)
-            with_heartbeat(self.background.poll_stop_requests, self.store),
-            name=f"stop-poller:{self.session_id}",
-        )
-        self._main = MainAgent(
-            job=job, frame=frame, poller=poller, cwd=str(self.cwd), reminders=reminders
-        )
-        return self._main
-
-    def _hold_session_lock(self) -> None:
-        if not self.options.transcripts:
-            return  # nothing on disk that a compaction could change
-        ensure_private_dir(self.state.sessions_dir)
-        try:
-            self._lock_fd = session_lock.hold_shared(self.state.session_lock(self.session_id))
-        except session_lock.SessionBusy:
-            raise ValueError(
-                f"session {self.session_id} is being compacted by another process; "
-                "run it again when `subagents compact` has finished"
-            ) from None
-
-    async def _start_mcp(self) -> None:
-        """Kill what a crashed session left running, then start this session's servers."""
-        reap_session_servers(self.state)
-        if self.runtime.mcp is not None:
-            await self.runtime.mcp.start()
-
-    def main_frame(
-        self,
-        run: AgentRun,
-        tools: list[Tool[Any]],
-        system: str,
-        messages: list[Message],
-        roots: tuple[Path, ...],
-        *,
-        emit: EventSink | None = None,
-    ) -> tuple[AgentFrame, ToolContext]:
-        """The main agent's frame and context (a teammate worker's host frame, and the
-        context a saved session's compaction runs in, too); ``emit`` defaults to the sink."""
-        frame = AgentFrame(
-            run=run,
-            model=self.model,
-            system=system,
-            tools=tools,
-            tool_schemas=[tool.schema() for tool in tools],
-            messages=messages,
-            permission_mode=self.permissions.context.mode,
-            permissions=self.permissions,
-        )
-        ctx = ToolContext(
-            cwd=self.cwd,
-            roots=roots,
-            abort=self.abort,
-            agent=run.ref,
-            emit=emit or self.emit,
-            services=self.services,
-            owner=frame,
-            can_use_tool=self.permissions,
-            read_guard=self.permissions,
-            hooks=self.runtime.hooks,
-            observer=self.observer,
-            env=dict(self.settings.env),
-        )
-        return frame, ctx
-
     def _release(self) -> None:
         """The run is over: cut the session's reference cycles (callbacks between the
         runtime, the managers, the registry and the inbox), so all it built — fifty children's
@@ -706,27 +396,6 @@ class Session:
         finally:
             session_lock.release(lock)
 
-    def _caller(self) -> ModelCaller:
-        return self.runtime.caller(self.model)
-
-    def _main_caller(self, ref: AgentRef) -> ModelCaller:
-        caller = self._caller()
-        if self.options.partial_text:
-
-            def on_text(text: str) -> None:
-                self.emit(ProgressEvent(agent=ref, subtype="text_delta", data={"text": text}))
-
-            caller.on_text = on_text
-        return caller
-
-    def _transcript_path(self) -> Path | None:
-        if not self.options.transcripts:
-            return None
-        return self.state.session_transcript(self.session_id)
-
-    def total_usage(self) -> Usage:
-        return total_usage(self.agents)
-
     def _result(self, outcome: LoopOutcome, duration_ms: int) -> SessionResult:
         return turn_result(
             outcome,
@@ -738,19 +407,3 @@ class Session:
             denials=self.permissions.denied,
             structured=structured_value(self._main.job.tools) if self._main else None,
         )
-
-
-def _tee(sink: EventSink, also: EventSink) -> EventSink:
-    def both(event: Event) -> None:
-        also(event)
-        sink(event)
-
-    return both
-
-
-def _resolve(model: Model | str) -> Model:
-    if isinstance(model, str):
-        from subagents.models.resolve import resolve_model
-
-        return resolve_model(model)
-    return model
