@@ -95,19 +95,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     # schemas): a collection during it finds nothing, and they cost a tenth of its CPU. Even
     # the cache's own imports (dataclasses, inspect, pathlib...) come after: with the collector
     # on, they ran ~9 young collections and one middle one (~10 M instructions).
+    from subagents.cli.std_fds import reopen_closed
+
+    closed = reopen_closed()  # before any file is opened: it would take a closed number
     gc.disable()
     from subagents.cli import codegen_cache, pydantic_plugins
 
     codegen_cache.install()  # before the runtime's ~200 dataclasses are created
     pydantic_plugins.install()  # and before its first pydantic model
     try:
-        return _main(argv)
+        return _main(argv, stdin_closed=0 in closed)
     finally:
         gc.enable()
         codegen_cache.save()
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, *, stdin_closed: bool = False) -> int:
     _tolerate_lone_surrogates()
     items = list(sys.argv[1:] if argv is None else argv)
     if _is_command(items):
@@ -125,7 +128,7 @@ def _main(argv: Sequence[str] | None) -> int:
         gc.enable()
         return run_interactive(args)
     if args.prompt is None and args.input_format == "text":
-        if sys.stdin is None or sys.stdin.isatty():
+        if stdin_closed or sys.stdin is None or sys.stdin.isatty():
             parser.print_help(sys.stderr)
             return 2
         args.prompt = sys.stdin.read()
