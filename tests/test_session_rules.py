@@ -6,6 +6,7 @@ siblings and the children started later (``PermissionChecker.family``,
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,21 @@ async def test_a_process_teammate_keeps_the_rule_its_leads_user_granted(
     assert result.subtype == "success", result.payload
     assert asks == ["touch one.txt"]
     assert (tmp_path / "one.txt").exists() and (tmp_path / "two.txt").exists()
+
+
+async def test_a_rule_granted_to_a_process_teammate_holds_for_the_lead_too(
+    tmp_path: Path,
+    teams_env: None,  # noqa: F811
+) -> None:
+    """A library callback only returns the rule: the relay adds it to the lead's session as
+    the terminal UI and the SDK do (before, the lead asked again for its own call)."""
+    script = teammate_asking_script(tmp_path, ("touch one.txt", "touch two.txt"))
+    spec = json.loads(script.read_text())
+    lead = spec["agents"][0]["turns"]
+    lead[-1:] = [{"tool_calls": [tool_call("Bash", command="touch three.txt")]}, lead[-1]]
+    script.write_text(json.dumps(spec))
+    asks: list[str] = []
+    result = await _run(tmp_path, script, _asker(asks), timeout=120)
+    assert result.subtype == "success", result.payload
+    assert asks == ["touch one.txt"]
+    assert all((tmp_path / f"{n}.txt").exists() for n in ("one", "two", "three"))

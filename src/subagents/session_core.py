@@ -185,6 +185,7 @@ class SessionCore:
             store=self.store,
             inbox=self.inbox,
             hooks=self.runtime.hooks,
+            permissions=self.permissions,
             session_id=self.session_id,
         )
 

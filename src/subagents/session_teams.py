@@ -12,6 +12,7 @@ from subagents.agents import recovery
 from subagents.config import RuntimeConfig
 from subagents.hooks.engine import HookEngine
 from subagents.loop.inbox import Inbox
+from subagents.permissions.checker import PermissionChecker
 from subagents.session_options import SessionOptions
 from subagents.state import ProjectState
 from subagents.store.protocol import Store
@@ -28,6 +29,7 @@ def team_host(
     store: Store,
     inbox: Inbox,
     hooks: HookEngine | None,
+    permissions: PermissionChecker,
     session_id: str,
 ) -> TeamHost:
     """The host of the session's teams; teammate processes get this session's model string
@@ -55,7 +57,10 @@ def team_host(
         await recovery.reconcile_orphans(store, state, hooks=hooks)
 
     asks = options.ask_callback
-    relay = None if asks is None else LeadRelay(ask=asks, lead_session_id=session_id)
+    relay = None
+    if asks is not None:
+        grant = permissions.add_session_rules
+        relay = LeadRelay(ask=asks, lead_session_id=session_id, grant=grant)
     executor = options.executor
     return TeamHost(
         directory=TeamDirectory(state),

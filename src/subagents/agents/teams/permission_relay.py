@@ -15,7 +15,8 @@ by themselves, as before, without a round trip.
 
 Lead side. ``LeadRelay`` answers each request from an active member with the lead's callback
 (the request names the teammate; ``background=True``), bounded like any ask, and writes the
-answer to that member's mailbox. A request from a name that is not an active teammate (left
+answer to that member's mailbox; the rules an allow grants for the session are added to the
+lead's session as well (``grant``). A request from a name that is not an active teammate (left
 over from a killed run, or written by some other process) is dropped with a warning: nothing is
 shown, and no mailbox is written for a name the team does not have.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +127,10 @@ class LeadRelay:
     ask: AskCallback
     lead_session_id: str
     timeout: float = DEFAULT_ASK_TIMEOUT
+    grant: Callable[[tuple[PermissionRule, ...]], None] | None = None
+    """Adds an answer's ``added_rules`` to the lead's session too: the user allowed the call for
+    the session, not only for this teammate (the terminal UI and the SDK add them themselves; a
+    library callback only returns them; a rule already held adds nothing)."""
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def arrived(self, team: TeamMembership, message: dict[str, Any]) -> None:
@@ -162,6 +168,8 @@ class LeadRelay:
             granted = AskAnswer(allow=False, message=f"the permission prompt failed ({exc})")
         if not isinstance(granted, AskAnswer):
             granted = AskAnswer(allow=granted, message="" if granted else "denied by the user")
+        if granted.allow and granted.added_rules and self.grant is not None:
+            self.grant(granted.added_rules)
         reply = new_message(
             LEAD_NAME,
             sender,
