@@ -66,8 +66,7 @@ def test_annotations_and_namedtuples_are_served_from_the_cache_too(tmp_path: Pat
     _run(tmp_path)
     cache = tmp_path / "home" / CACHE
     tag, entries = marshal.loads(cache.read_bytes())
-    evals = [key for key in entries if type(key) is tuple]
-    assert all(key[0] == "eval" for key in evals)
+    evals = [key for key in entries if type(key) is tuple and key[0] == "eval"]
     assert any(key[1].startswith("lambda _cls, ") for key in evals)  # a namedtuple's __new__
     annotation = next(key for key in evals if key[1] == "str")  # a field annotated ``str``
     marker = tmp_path / "annotation-from-cache"
@@ -99,7 +98,7 @@ def test_a_corrupt_or_foreign_cache_is_ignored(tmp_path: Path) -> None:
     cache.chmod(0o600)
     _run(tmp_path)
     tag, entries = marshal.loads(cache.read_bytes())
-    assert entries and tag[0] == b"subagents-codegen-1"
+    assert entries and tag[0] == b"subagents-codegen-2"
 
     cache.write_bytes(
         marshal.dumps(((b"other", b"magic"), {"x = 1": compile("x = 1", "", "exec")}))
@@ -165,3 +164,98 @@ def test_the_remembered_annotation_match_finds_the_same_fields(tmp_path: Path) -
     classvars = ("shared", "aliased", "dotted")
     assert {kinds[name] for name in classvars} == {"_FIELD_CLASSVAR"}
     assert kinds["seed"] == kinds["dotted_seed"] == "_FIELD_INITVAR"
+
+
+REGEX_PROBE = """
+import json, re, sys, warnings
+from subagents.cli import codegen_cache
+codegen_cache.install()
+PATTERNS = [
+    ("(?P<tool>[^()\\s]+)(?:\\((?P<spec>.*)\\))?", 0, ["Bash(git *)", "Read", "(x"]),
+    ("^[a-z]+$", re.IGNORECASE | re.MULTILINE, ["Abc\\ndef", "12"]),
+    ("(?x) a  b # spaced", 0, ["ab", "a b"]),
+    ("(?<![\\w`])@(\\w+)", 0, ["see @file", "x@y"]),
+    (rb"[\\x80-\\xff]+", 0, [b"ab\\xe9\\xe8c"]),  # bytes, its text ASCII
+]
+out = []
+for text, flags, subjects in PATTERNS:
+    compiled = re.compile(text, flags)
+    for subject in subjects:
+        found = compiled.search(subject)
+        out.append([compiled.flags, compiled.groups, dict(compiled.groupindex),
+                    None if found is None else [repr(g) for g in found.groups()] + [found.span()]])
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    re.compile("[[a]")  # a possible nested set: the FutureWarning comes on every run
+out.append([str(w.category.__name__) for w in caught])
+cache = codegen_cache._installed
+out.append(cache and cache.compiled)
+codegen_cache.save()
+print(json.dumps(out))
+"""
+
+
+def _probe(tmp_path: Path, code: str, *args: str) -> list[object]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env |= {"SUBAGENTS_HOME": str(tmp_path / "home"), "SUBAGENTS_CODEGEN_CACHE": "1"}
+    ran = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True
+    )
+    result: list[object] = json.loads(ran.stdout)
+    return result
+
+
+def test_regular_expressions_come_from_the_cache_and_match_as_compiled(tmp_path: Path) -> None:
+    """A pattern's engine code is cached as ``("re", text, flags)``: the next process compiles
+    nothing, and what it builds from the cache matches exactly as ``re`` compiled it; a pattern
+    whose parsing warns is never cached, so its warning comes every time."""
+    plain = subprocess.run(
+        [sys.executable, "-c", REGEX_PROBE.replace("codegen_cache.install()", "")],
+        env={**os.environ, "SUBAGENTS_CODEGEN_CACHE": "0"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    expected = json.loads(plain.stdout)[:-1]
+
+    first = _probe(tmp_path, REGEX_PROBE)
+    second = _probe(tmp_path, REGEX_PROBE)
+
+    assert first[:-1] == second[:-1] == expected
+    assert first[-2] == ["FutureWarning"]
+    assert first[-1] == 5 and second[-1] == 0  # compiled once, then served from the cache
+    _, entries = marshal.loads((tmp_path / "home" / CACHE).read_bytes())
+    regexes = {key[1] for key in entries if type(key) is tuple and key[0] == "re"}
+    assert rb"[\x80-\xff]+" in regexes and "^[a-z]+$" in regexes
+    assert "[[a]" not in regexes
+
+
+SWAP_PROBE = """
+import json, re
+from subagents.cli import codegen_cache
+codegen_cache.install()
+out = [bool(re.compile("cat").fullmatch("dog")), bool(re.compile("emu").fullmatch("emu"))]
+codegen_cache.save()
+print(json.dumps(out))
+"""
+
+
+def test_a_cached_pattern_is_used_and_damaged_code_is_compiled_again(tmp_path: Path) -> None:
+    assert _probe(tmp_path, SWAP_PROBE) == [False, True]
+    cache = tmp_path / "home" / CACHE
+    tag, entries = marshal.loads(cache.read_bytes())
+    flags, code, *rest = entries[("re", "emu", 0)]
+    entries[("re", "emu", 0)] = (flags, [99999, *code], *rest)  # code the engine refuses
+    entries[("re", "cat", 0)] = _parts_of("dog")
+    cache.write_bytes(marshal.dumps((tag, entries)))
+
+    assert _probe(tmp_path, SWAP_PROBE) == [True, True]  # "cat" ran the cached code of "dog"
+
+
+def _parts_of(text: str) -> object:
+    """What the cache holds for ``text``, from a process that has nothing cached."""
+    code = (
+        "import marshal, sys\n"
+        "from subagents.cli import codegen_cache\n"
+        f"sys.stdout.buffer.write(marshal.dumps(codegen_cache._regex_parts({text!r}, 0)))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    return marshal.loads(ran.stdout)

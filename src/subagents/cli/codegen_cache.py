@@ -13,12 +13,23 @@ compiles every string annotation it wraps (pydantic resolves ~850 of them while 
 runtime's models: ~5 % of a ``-p`` run's instructions), and ``collections.namedtuple`` ``eval``s
 a ``lambda`` per class.
 
+And for regular expressions: ``re`` parses and compiles each pattern a process uses in Python
+(``re._parser``, ``re._compiler``) before handing the result, a list of integers, to the C
+engine (``_sre.compile``). A ``-p`` run compiles ~60 patterns at import (``string.Template``,
+``logging``, ``platform``, ``json``, argparse's, ours): ~5 % of its instructions. That list is
+a pure function of the pattern text and its flags, so it is cached too, as
+``("re", pattern, flags)`` with ``_sre.compile``'s other arguments, and a cached pattern goes
+straight to ``_sre.compile``, which validates the code it is given. Patterns whose parsing can
+warn (a non-ASCII text, a possible nested set or set operation, a numbered group condition) are
+never cached, so their warnings are not lost.
+
 How: ``install()`` (called by ``cli/main.py`` before the runtime is imported) puts an ``exec``
 into the ``dataclasses`` module's namespace, an ``eval`` into ``collections``' and a ``compile``
-into ``typing``'s (a name in a module resolves there before the builtin). Each looks the source
-text up in the cache and compiles only a miss, exactly as the builtin would there (``<string>``,
-no inherited ``__future__`` flags: those three modules have none); any other call goes to the
-builtin. ``save()`` writes the cache back when this process compiled something new.
+into ``typing``'s (a name in a module resolves there before the builtin), and replaces
+``re._compiler.compile`` (what ``re.compile`` calls for a pattern not in its own cache). Each
+looks the source text up in the cache and compiles only a miss, exactly as the builtin would
+there (``<string>``, no inherited ``__future__`` flags: those three modules have none); any other
+call goes to the builtin. ``save()`` writes the cache back when this process compiled something new.
 
 One more cost of the same ~200 classes is not compiling: for each field whose annotation is a
 string (every module here has ``from __future__ import annotations``), ``dataclasses`` checks
@@ -48,8 +59,9 @@ import stat
 import sys
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from subagents.state import ensure_private_dir, subagents_home
 
@@ -59,27 +71,62 @@ MAX_CACHE_BYTES: Final = 16 << 20
 MAX_ENTRIES: Final = 8192
 """Entries kept across runs; past it only what the last run used is written."""
 
-_TAG: Final = (b"subagents-codegen-1", importlib.util.MAGIC_NUMBER)
+_SRE: Final = sys.modules["_sre"]  # the regular expression engine; ``re`` imported it
+_TAG: Final = (b"subagents-codegen-2", importlib.util.MAGIC_NUMBER, _SRE.MAGIC)
 
 
-Key = str | tuple[str, str]
-"""An ``exec``'d text, or ``("eval", text)`` for an expression."""
+Key = str | tuple[str, str] | tuple[str, str | bytes, int]
+"""An ``exec``'d text, ``("eval", text)`` for an expression, or ``("re", pattern, flags)``."""
+
+RegexParts = tuple[int, list[int], int, dict[str, int], tuple[str | None, ...]]
+"""``_sre.compile``'s arguments after the pattern: flags, code, groups, group index, names."""
+
+Entry = types.CodeType | RegexParts
+
+_REGEX_WARNS: Final = ("[[", "--", "&&", "~~", "||", "(?(")
+"""Texts near which ``re._parser`` may warn (sets, numbered group conditions)."""
 
 
 class _Cache:
-    def __init__(self, path: Path, entries: dict[Key, types.CodeType]) -> None:
+    def __init__(self, path: Path, entries: dict[Key, Entry]) -> None:
         self.path = path
         self.entries = entries
-        self.used: dict[Key, types.CodeType] = {}
+        self.used: dict[Key, Entry] = {}
         self.compiled = 0
+        self.regex_compile: Callable[[Any, int], re.Pattern[Any]] | None = None
 
     def code(self, key: Key, source: str, mode: str) -> types.CodeType:
         code = self.entries.get(key)
-        if code is None:
+        if type(code) is not types.CodeType:
             code = compile(source, "<string>", mode, dont_inherit=True)
             self.compiled += 1
         self.used[key] = code
         return code
+
+    def regex(self, pattern: Any, flags: int = 0) -> re.Pattern[Any]:
+        """``re._compiler.compile`` for a pattern text: its code from the cache, or parsed and
+        compiled as ``re`` does and remembered (see the module docstring)."""
+        compile_regex = cast("Callable[[Any, int], re.Pattern[Any]]", self.regex_compile)
+        kind = type(pattern)
+        if (kind is not str and kind is not bytes) or flags & re.DEBUG:
+            return compile_regex(pattern, flags)
+        key = ("re", pattern, int(flags))
+        parts = self.entries.get(key)
+        if type(parts) is tuple:
+            try:
+                cached: re.Pattern[Any] = _SRE.compile(pattern, *parts)
+            except (RuntimeError, TypeError, ValueError, OverflowError):
+                pass  # code the engine refuses (a damaged file): compiled again below
+            else:
+                self.used[key] = parts
+                return cached
+        if not _quiet(pattern):
+            return compile_regex(pattern, flags)
+        parts = _regex_parts(pattern, int(flags))
+        self.compiled += 1
+        self.used[key] = parts
+        compiled: re.Pattern[Any] = _SRE.compile(pattern, *parts)
+        return compiled
 
     def exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
         """``exec`` as ``dataclasses`` calls it (no ``__future__`` flags there to inherit)."""
@@ -135,6 +182,31 @@ def install() -> None:
     pattern = getattr(dataclasses, "_MODULE_IDENTIFIER_RE", None)
     if isinstance(pattern, re.Pattern):  # a Python without it keeps its own
         dataclasses._MODULE_IDENTIFIER_RE = _RememberedMatch(pattern)  # type: ignore[attr-defined]
+    compiler, parser = sys.modules.get("re._compiler"), sys.modules.get("re._parser")
+    if compiler is not None and parser is not None and hasattr(compiler, "_code"):
+        _installed.regex_compile = compiler.compile  # 3.11's re; another keeps its own
+        compiler.__dict__["compile"] = _installed.regex
+
+
+def _quiet(pattern: str | bytes) -> bool:
+    """Whether parsing ``pattern`` cannot warn: ASCII only, and none of the texts near which
+    ``re._parser`` issues its FutureWarnings and DeprecationWarnings."""
+    text = pattern if type(pattern) is str else cast(bytes, pattern).decode("latin-1")
+    return text.isascii() and not any(near in text for near in _REGEX_WARNS)
+
+
+def _regex_parts(pattern: str | bytes, flags: int) -> RegexParts:
+    """What ``re._compiler.compile`` passes to ``_sre.compile`` after the pattern (its body,
+    CPython 3.11-3.13, up to that call)."""
+    parsed = sys.modules["re._parser"].parse(pattern, flags)
+    # Plain ints: opcodes are an int subclass, which marshal does not write.
+    code = [int(word) for word in sys.modules["re._compiler"]._code(parsed, flags)]
+    groupindex = parsed.state.groupdict
+    indexgroup: list[str | None] = [None] * parsed.state.groups
+    for name, index in groupindex.items():
+        indexgroup[index] = name
+    final = int(flags | parsed.state.flags)
+    return final, code, parsed.state.groups - 1, dict(groupindex), tuple(indexgroup)
 
 
 class _RememberedMatch(dict[str, "re.Match[str] | None"]):
@@ -167,7 +239,7 @@ def save() -> None:
     cache.entries, cache.compiled = merged, 0
 
 
-def _read(path: Path) -> dict[Key, types.CodeType]:
+def _read(path: Path) -> dict[Key, Entry]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -194,22 +266,43 @@ def _trusted(info: os.stat_result) -> bool:
     )
 
 
-def _entries(raw: bytes) -> dict[Key, types.CodeType]:
+def _entries(raw: bytes) -> dict[Key, Entry]:
     try:
         tag, entries = marshal.loads(raw)
     except (EOFError, ValueError, TypeError):
         return {}
     if tag != _TAG or type(entries) is not dict:
         return {}
-    return {
-        key: code for key, code in entries.items() if _is_key(key) and type(code) is types.CodeType
-    }
+    return {key: entry for key, entry in entries.items() if _is_entry(key, entry)}
 
 
-def _is_key(key: object) -> bool:
-    if type(key) is tuple:
-        return len(key) == 2 and key[0] == "eval" and type(key[1]) is str
-    return type(key) is str
+def _is_entry(key: object, entry: object) -> bool:
+    if type(key) is str:
+        return type(entry) is types.CodeType
+    if type(key) is not tuple:
+        return False
+    if len(key) == 2:
+        return key[0] == "eval" and type(key[1]) is str and type(entry) is types.CodeType
+    return (
+        len(key) == 3
+        and key[0] == "re"
+        and type(key[1]) in (str, bytes)
+        and type(key[2]) is int
+        and _is_regex_parts(entry)
+    )
+
+
+def _is_regex_parts(entry: object) -> bool:
+    if type(entry) is not tuple or len(entry) != 5:
+        return False
+    flags, code, groups, groupindex, indexgroup = entry
+    return (
+        type(flags) is int
+        and type(code) is list  # of ints: _sre.compile converts and validates each
+        and type(groups) is int
+        and type(groupindex) is dict
+        and type(indexgroup) is tuple
+    )
 
 
 def _write(path: Path, data: bytes) -> None:
