@@ -247,6 +247,63 @@ def lean_exchange(url: str, path: str) -> tuple[Exchange, Callable[[], Awaitable
     return exchange, client.aclose
 
 
+class _BareProtocol(asyncio.Protocol):
+    """The least a protocol client does for one exchange: write the request, keep the bytes,
+    wake the caller when the chunked body's last chunk has arrived. No parsing at all."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if self.buffer[-5:] == b"0\r\n\r\n" and self.waiter is not None:
+            self.waiter.set_result(None)
+
+
+def protocol_exchange(url: str, path: str) -> tuple[Exchange, Callable[[], Awaitable[None]]]:
+    """``bare protocol``: one ``asyncio.Protocol`` connection per concurrent caller, a request
+    written from ready bytes, the reply kept unparsed until its last chunk: the asyncio floor
+    under any HTTP client on this loop."""
+    origin = Origin.parse(url)
+    idle: list[_BareProtocol] = []
+    head = f"POST {path} HTTP/1.1\r\nHost: {origin.host_header}\r\n".encode()
+    headers = b"content-type: application/json\r\nauthorization: Bearer bench\r\n"
+
+    async def exchange(body: bytes) -> None:
+        loop = asyncio.get_running_loop()
+        if idle:
+            connection = idle.pop()
+        else:
+            _, connection = await loop.create_connection(_BareProtocol, origin.host, origin.port)
+        assert connection.transport is not None
+        connection.waiter = loop.create_future()
+        length = b"Content-Length: %d\r\n\r\n" % len(body)
+        connection.transport.write(head + headers + length + body)
+        await connection.waiter
+        connection.buffer.clear()
+        idle.append(connection)
+
+    async def close() -> None:
+        for connection in idle:
+            assert connection.transport is not None
+            connection.transport.close()
+
+    return exchange, close
+
+
+EXCHANGES = {
+    "raw httpx": httpx_exchange,
+    "raw lean HTTP": lean_exchange,
+    "bare protocol": protocol_exchange,
+}
+
+
 def measure_floor(
     provider: str, what: str, bodies: list[bytes], n: int, k: int, latency_ms: int, runs: int
 ) -> Row:
@@ -263,8 +320,7 @@ def measure_floor(
                     cpu0, wall0 = time.process_time(), time.perf_counter()
                     await bare_fanout(n, k, n, latency_ms / 1000)
                     return time.process_time() - cpu0, time.perf_counter() - wall0
-                build = httpx_exchange if what == "raw httpx" else lean_exchange
-                exchange, close = build(server.url, PATHS[provider])
+                exchange, close = EXCHANGES[what](server.url, PATHS[provider])
                 try:
                     cpu0, wall0 = time.process_time(), time.perf_counter()
                     await fanout_requests(exchange, bodies, n, k)
@@ -334,13 +390,13 @@ def instructions_inside(provider: str, what: str, n: int, k: int, runs: int) -> 
     """Inside valgrind (``--instructions``): a warm-up fan-out, then ``runs`` counted ones
     (callgrind counts only inside ``functools.reduce``); prints the model calls."""
     server = ReplayProcess(n, k, 0)
-    bodies = recorded_bodies(provider, n, k) if what == "raw lean HTTP" else []
+    bodies = recorded_bodies(provider, n, k) if what in EXCHANGES else []
     try:
 
         def one(calls: int, _: int) -> int:
             async def session() -> int:
-                if what == "raw lean HTTP":
-                    exchange, close = lean_exchange(server.url, PATHS[provider])
+                if what in EXCHANGES:
+                    exchange, close = EXCHANGES[what](server.url, PATHS[provider])
                     try:
                         await fanout_requests(exchange, bodies, n, k)
                     finally:
@@ -406,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     transports = ["lean", "sdk"] if args.transport == "all" else [args.transport]
     if args.instructions:
         for provider in providers:
-            for what in ("lean", "raw lean HTTP"):
+            for what in ("lean", "raw lean HTTP", "bare protocol"):
                 print(instructions(provider, what, args.n, args.k, args.runs), flush=True)
         return 0
     if args.count_calls:
@@ -422,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                 measure_runtime(provider, t, args.n, args.k, latency, args.runs) for t in transports
             ]
             if not args.no_floors:
-                for what in ("bare asyncio", "raw httpx", "raw lean HTTP"):
+                for what in ("bare asyncio", "raw httpx", "raw lean HTTP", "bare protocol"):
                     rows.append(
                         measure_floor(provider, what, bodies, args.n, args.k, latency, args.runs)
                     )

@@ -111,6 +111,51 @@ async def test_streams_text_thinking_and_tool_use_with_full_usage(
     assert done.model == "claude-test"
 
 
+async def test_a_long_thinking_stream_is_assembled_whole(
+    anthropic_wire: AnthropicWire, wire_server: WireServer
+) -> None:
+    """Over a thousand thinking and text deltas (kept as pieces, joined once per block: adding
+    each delta to the block's string was quadratic) and a signature arriving mid-block, then
+    replaced at its end, on both transports, streamed and not."""
+    pieces = [f"step {i} — ü; " for i in range(1200)]
+    reply = anthropic_wire.reply(
+        [
+            {"type": "thinking", "thinking": "", "signature": "sig-1"},
+            {"type": "text", "text": ""},
+        ]
+    )
+    assert reply.events is not None
+    head, events = reply.events[:3], reply.events[3:]
+    deltas: list[tuple[str | None, Any]] = [
+        ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+        for index, delta in (
+            *((0, {"type": "thinking_delta", "thinking": p}) for p in pieces[:600]),
+            (0, {"type": "signature_delta", "signature": "sig-0"}),
+            *((0, {"type": "thinking_delta", "thinking": p}) for p in pieces[600:]),
+        )
+    ]
+    text = [
+        ("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": delta})
+        for delta in ({"type": "text_delta", "text": p.upper()} for p in pieces)
+    ]
+    split = next(i for i, event in enumerate(events) if event[0] == "content_block_stop")
+    reply.events = [*head, *deltas, *events[: split + 2], *text, *events[split + 2 :]]
+    for _ in range(2):
+        wire_server.queue(reply)
+    model = anthropic_wire.model()
+
+    streamed = [e async for e in model.stream(make_request())]
+    done = await complete(model, make_request())
+
+    assert isinstance(streamed[-1], MessageDone)
+    assert "".join(e.text for e in streamed if isinstance(e, TextDelta)) == "".join(pieces).upper()
+    for message in (streamed[-1].message, done.message):
+        assert message["content"] == [
+            {"type": "thinking", "thinking": "".join(pieces), "signature": "sig-1"},
+            {"type": "text", "text": "".join(pieces).upper()},
+        ]
+
+
 async def test_invalid_tool_json_is_kept_under_a_named_key(
     anthropic_wire: AnthropicWire, wire_server: WireServer
 ) -> None:

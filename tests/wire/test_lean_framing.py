@@ -99,6 +99,8 @@ SSE_STREAMS = {
     "garbage between records": b"event: ping\ndata: 1\n\nxyzevent: ping\ndata: 2\n\n",
     "CRLF": b"event: ping\r\ndata: 1\r\n\r\ndata: 2\r\n\r\n",
     "CR": b"event: ping\rdata: 1\r\rdata: 2\r\r",
+    "an unterminated last record": b"event: ping\ndata: 1\n\nevent: ping\ndata: 2\n",
+    "a last record ended by a CR": b"data: 1\n\ndata: 2\n\r",
 }
 
 
@@ -143,3 +145,25 @@ def test_the_one_pass_reading_takes_the_apis_shapes_and_only_those() -> None:
     for name in ("an unknown event name", "garbage between records", "mixed shapes"):
         stream = SSE_STREAMS[name]
         assert _sse._uniform(stream, len(stream)) is None, name
+
+
+@pytest.mark.parametrize(
+    ("stream", "last"),
+    [
+        (b"data: 1\n\ndata: 2", []),
+        (b"data: 1\n\ndata: 2\n", []),
+        (b"data: 1\r\n\r\ndata: 2\r\n", []),
+        (b"data: 1\n\ndata: 2\n\r", [(None, b"2")]),
+        (b"data: 1\r\rdata: 2\r\r", [(None, b"2")]),
+        (b"data: 1\r\n\r\nevent: ping\r\ndata: 2\r\n\r", [("ping", b"2")]),
+    ],
+)
+def test_the_end_of_a_stream_completes_only_a_record_it_ends(
+    stream: bytes, last: list[object]
+) -> None:
+    """As the SDKs' decoders: a last record without its blank line is dropped, and a CR held
+    back as maybe half of a CRLF ends its line at the end of the stream."""
+    for cut in range(len(stream) + 1):
+        decoder = _sse.SSEDecoder()
+        events = decoder.feed(stream[:cut]) + decoder.feed(stream[cut:])
+        assert events + decoder.flush() == [(None, b"1"), *last], cut

@@ -2,7 +2,8 @@
 
 A record is a run of lines ended by a blank line; ``event:`` names it, ``data:`` lines are its
 payload (joined by newlines), other fields and ``:`` comments are ignored, and a record without
-data is not dispatched (the WHATWG rules the SDKs' decoders follow). Lines may end in LF, CRLF
+data, or without its blank line at the end of the stream, is not dispatched (the WHATWG rules
+the SDKs' decoders follow). Lines may end in LF, CRLF
 or CR. Decoding works on whole network reads, not line by line: one ``split`` per read finds
 every complete record, which is most of why this path is cheap.
 """
@@ -67,10 +68,15 @@ class SSEDecoder:
         return events
 
     def flush(self) -> list[SSEEvent]:
-        """Whatever record the stream ended inside (a body need not end with a blank line)."""
-        pending, self._pending = self._pending.rstrip(b"\r\n"), b""
-        event = _parse(pending) if pending else None
-        return [] if event is None else [event]
+        """The records the end of the stream completes. A CR held back as maybe the first half
+        of a CRLF ends its line after all; a last record without its blank line is dropped, as
+        the SDKs' decoders (and WHATWG) drop it."""
+        pending, self._pending = self._pending, b""
+        if pending[-1:] != b"\r":
+            return []
+        events = self._split(pending[:-1] + b"\n")
+        self._pending = b""
+        return events
 
 
 _NAMED = re.compile(rb"event: ([^\n]*)\ndata: ([^\n]*)\n\n")

@@ -210,13 +210,14 @@ class StreamAssembler:
     """Builds the assistant message, usage and stop reason from Messages stream events, each
     the event's JSON as a dict (the lean transport parses it; the SDK path dumps its objects).
 
-    A text block's deltas are kept as pieces in ``texts`` and joined into the block once (at a
-    new start of the same block and at ``done``): adding each delta to the block's text made
-    a long answer's assembly quadratic."""
+    A block's text and thinking deltas are kept as pieces (``texts``, ``thinking``) and joined
+    into the block once (at a new start of the same block and at ``done``): adding each delta
+    to the block's string made a long answer's (or a long thinking's) assembly quadratic."""
 
     blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
     partial_json: dict[int, list[str]] = field(default_factory=dict)
     texts: dict[int, list[str]] = field(default_factory=dict)
+    thinking: dict[int, list[str]] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
     stop_reason: str = "end_turn"
     stopped: bool = False
@@ -277,7 +278,7 @@ class StreamAssembler:
     def done(self, model: str, label: str) -> MessageDone:
         if not self.stopped:
             raise ModelError("connection", f"{label}: stream ended before message_stop")
-        for index in list(self.texts):
+        for index in {*self.texts, *self.thinking}:
             self._join_text(index)
         # An empty text block is legal in a response but rejected when sent back next turn.
         content = [
@@ -308,7 +309,10 @@ class StreamAssembler:
         if kind == "input_json_delta":
             self.partial_json.setdefault(index, []).append(delta["partial_json"])
         elif kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            pieces = self.thinking.get(index)
+            if pieces is None:
+                pieces = self.thinking[index] = []
+            pieces.append(delta["thinking"])
         elif kind == "signature_delta":
             block["signature"] = delta["signature"]
         return None
@@ -320,10 +324,16 @@ class StreamAssembler:
         return pieces
 
     def _join_text(self, index: int) -> None:
+        """Block ``index``'s text and thinking pieces, joined onto the block."""
         pieces = self.texts.pop(index, None)
         if pieces:
             block = self.blocks[index]
             block["text"] = block.get("text", "") + "".join(pieces)
+        if self.thinking:
+            pieces = self.thinking.pop(index, None)
+            if pieces:
+                block = self.blocks[index]
+                block["thinking"] = block.get("thinking", "") + "".join(pieces)
 
     def _finish_block(self, index: int) -> None:
         block = self.blocks.get(index)
