@@ -9,7 +9,7 @@ import pytest
 
 from subagents.config import RuntimeConfig
 from subagents.messages import Message, Usage, user_message
-from subagents.models import scripted
+from subagents.models import scripted_cache
 from subagents.models.base import MessageDone, ModelRequest, RequestMetadata, ToolSchema
 from subagents.models.scripted import CACHE_WRITE_MIN_TOKENS, ScriptedModel
 from subagents.session import Session, SessionOptions
@@ -118,13 +118,13 @@ async def test_messages_are_fingerprinted_only_where_histories_branch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: list[int] = []
-    real = scripted._message_fingerprint
+    real = scripted_cache.message_fingerprint
 
     def counting(message: Message) -> int:
         seen.append(id(message))
         return real(message)
 
-    monkeypatch.setattr(scripted, "_message_fingerprint", counting)
+    monkeypatch.setattr(scripted_cache, "message_fingerprint", counting)
     model = echo_model()
     history: list[Message] = [user_message("start")]
     for turn in range(20):
@@ -150,14 +150,14 @@ async def test_messages_are_fingerprinted_only_where_histories_branch(
     # The parent goes on past the branch: its own next message, once.
     done = await complete(model, request("a", history))
     assert seen == [*(id(d) for d in directives), id(history[-1])]
-    chars = len(SYSTEM) + sum(map(scripted._message_chars, history))
+    chars = len(SYSTEM) + sum(map(scripted_cache.message_chars, history))
     assert done.usage.cache_read_input_tokens == (chars - len("result 19")) // 4
 
 
 async def test_a_full_prefix_tree_starts_afresh_and_agents_keep_their_own_prefix(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(scripted, "_MEMO_LIMIT", 3)
+    monkeypatch.setattr(scripted_cache, "MEMO_LIMIT", 3)
     model = echo_model()
     history: list[Message] = [user_message("a" * 4000)]
     done = await complete(model, request("a", history))  # the root and one prefix
@@ -212,7 +212,7 @@ async def test_session_with_five_forks_reads_from_the_cache(tmp_path: Path) -> N
 
 async def test_an_answer_is_counted_as_it_was_built_and_as_sent_again() -> None:
     """The characters an answer is remembered with (counted while building it: texts, rendered
-    templates, tool inputs) are what ``_message_chars`` counts of the message sent back."""
+    templates, tool inputs) are what ``message_chars`` counts of the message sent back."""
     turns = [
         {"text": "plain", "tool_calls": [{"name": "Read", "input": {"file_path": "/a/b"}}]},
         {"tool_calls": [{"name": "Note", "input": {"text": "{{prompt}}", "n": [1, {"k": "v"}]}}]},
@@ -223,12 +223,12 @@ async def test_an_answer_is_counted_as_it_was_built_and_as_sent_again() -> None:
     history: list[Message] = [user_message("go")]
     for _ in turns:
         done = await complete(model, request("agent-x", history))
-        state = model._agents["agent-x"]
+        state = model._agents["agent-x"].prefix
         assert state.answer is done.message
-        assert state.answer_chars == scripted._message_chars(done.message)
+        assert state.answer_chars == scripted_cache.message_chars(done.message)
         # Every prefix's size, the answers' built counts among them, is a fresh count.
         assert state.tip is not None
-        assert state.tip.size == len(SYSTEM) + sum(map(scripted._message_chars, history))
+        assert state.tip.size == len(SYSTEM) + sum(map(scripted_cache.message_chars, history))
         history += [done.message, user_message("next")]
 
 
@@ -237,7 +237,7 @@ def test_a_message_fingerprint_is_its_content() -> None:
         block: Any = {"type": "tool_use", "id": "t1", "name": "Note", "input": {"n": value}}
         return {"role": "assistant", "content": [block]}
 
-    fingerprint = scripted._message_fingerprint
+    fingerprint = scripted_cache.message_fingerprint
     assert fingerprint(tool_use([1, {"a": "b"}])) == fingerprint(tool_use([1, {"a": "b"}]))
     assert len({fingerprint(tool_use(v)) for v in (1, 1.0, True, "1", None, [1])}) == 6
     assert fingerprint(user_message("a")) != fingerprint(user_message("b"))

@@ -27,22 +27,7 @@ served by building a few small dicts. Requests are turned into dicts (``.request
 once per agent, not once per call.
 
 Cache accounting. A turn without ``usage`` reports what a provider's prompt cache would: the
-tokens of the longest prefix (system prompt and tool schemas, then messages in order) that this
-request shares with *any* earlier request to this model are ``cache_read_input_tokens``; the rest
-is ``cache_creation_input_tokens`` when it is at least ``CACHE_WRITE_MIN_TOKENS`` (a long new
-part is what a provider writes to its cache) and plain ``input_tokens`` otherwise (a short tail
-after the cached prefix). The three always add up to the plain estimate (characters / 4). Every
-served request counts as written, as if the client put a cache breakpoint on its last message.
-
-Prefixes are never serialised whole: every served prefix is a node of a tree whose roots
-fingerprint the system prompt and the tool array (memoised by the list's identity). A node's
-first child is known by identity alone; only when a second, different message follows the same
-prefix (two agents, a fork) are its children fingerprinted and told apart by content, each
-message once (memoised by its identity, keeping a reference so the id cannot be reused). An
-agent keeps its place in the tree between calls, so a call costs O(new messages) and an agent's
-own history, growing call after call, is never fingerprinted; a fork, whose history is the
-parent's own message objects, walks the parent's nodes by identity. Past ``_MEMO_LIMIT``
-prefixes the tree starts afresh (as a provider's cache expires).
+rules and their bookkeeping are ``models/scripted_cache.py``.
 """
 
 from __future__ import annotations
@@ -50,30 +35,31 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import marshal
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias
 
-import orjson
-
 from subagents.messages import ContentBlock, Message, Usage, assistant_text
 from subagents.models.base import (
-    ErrorKind,
     MessageDone,
     ModelError,
     ModelRequest,
     RequestMetadata,
     StreamEvent,
     TextDelta,
-    ToolSchema,
 )
 from subagents.models.script_binding import EntryIndex
+from subagents.models.script_compile import (
+    Entry,
+    Turn,
+    capture,
+    compile_entry,
+    compile_turn,
+    injected_error,
+)
 from subagents.models.script_schema import (
-    ErrorSpec,
-    ScriptAgent,
     ScriptError,
     ScriptFile,
     ScriptTurn,
@@ -81,13 +67,8 @@ from subagents.models.script_schema import (
     parse_script,
     parse_turn,
 )
-from subagents.models.script_templates import (
-    RenderContext,
-    Renderer,
-    Template,
-    compile_template,
-    compile_value,
-)
+from subagents.models.script_templates import RenderContext, Template
+from subagents.models.scripted_cache import AgentPrefix, PrefixCache, json_chars
 
 __all__ = [
     "CACHE_WRITE_MIN_TOKENS",
@@ -101,253 +82,10 @@ __all__ = [
 TurnResult: TypeAlias = ScriptTurn | dict[str, Any] | str
 TurnFunction: TypeAlias = Callable[[ModelRequest], TurnResult | Awaitable[TurnResult]]
 
-_ERROR_KINDS: dict[str, tuple[ErrorKind, int | None]] = {
-    "overloaded": ("overloaded", 529),
-    "rate_limit": ("rate_limit", 429),
-    "api_error": ("api_error", 500),
-    "fallback": ("fallback", None),
-}
 _PROMPT_SHOWN = 200
 
 CACHE_WRITE_MIN_TOKENS = 1024
 """An uncached part this long is reported as cache creation; shorter, as plain input."""
-_MEMO_LIMIT = 65_536
-
-
-# --- compiled script -------------------------------------------------------------------------
-
-
-@dataclass(kw_only=True, slots=True)
-class _Call:
-    """A compiled tool call of a scripted turn."""
-
-    name: str
-    input: dict[str, Any]
-    render: Renderer | None
-    chars: int
-
-
-@dataclass(kw_only=True, slots=True)
-class _Turn:
-    """A compiled scripted turn."""
-
-    text: str | Template | None
-    calls: tuple[_Call, ...]
-    delay_s: float
-    stream_s: float
-    usage: dict[str, int] | None
-    error: ErrorSpec | None
-    captures: tuple[tuple[str, re.Pattern[str]], ...]
-    needs_context: bool
-
-
-@dataclass(kw_only=True, slots=True)
-class _Entry:
-    """A compiled script entry: which agents it binds and their turns."""
-
-    index: int
-    agent_type: str | None
-    match: re.Pattern[str] | None
-    turns: tuple[_Turn, ...]
-
-    def describe(self) -> str:
-        kind = self.agent_type or "any type"
-        return f"#{self.index} {kind}" + (f" /{self.match.pattern}/" if self.match else "")
-
-
-def _compile_turn(turn: ScriptTurn) -> _Turn:
-    text = None if turn.text is None else compile_template(turn.text)
-    calls = tuple(_compile_call(c.name, c.input) for c in turn.tool_calls)
-    return _Turn(
-        text=text,
-        calls=calls,
-        delay_s=turn.delay_ms / 1000,
-        stream_s=turn.stream_ms / 1000,
-        usage=None if turn.usage is None else turn.usage.model_dump(),
-        error=turn.error,
-        captures=tuple((name, re.compile(p)) for name, p in turn.capture.items()),
-        needs_context=isinstance(text, Template) or any(c.render for c in calls),
-    )
-
-
-def _compile_call(name: str, tool_input: dict[str, Any]) -> _Call:
-    render = compile_value(tool_input)
-    return _Call(name=name, input=tool_input, render=render, chars=len(name) + _chars(tool_input))
-
-
-def _compile_entry(index: int, agent: ScriptAgent) -> _Entry:
-    return _Entry(
-        index=index,
-        agent_type=agent.agent_type,
-        match=None if agent.match is None else re.compile(agent.match),
-        turns=tuple(_compile_turn(t) for t in agent.turns),
-    )
-
-
-def _chars(value: Any) -> int:
-    """Characters of a JSON value, roughly as a tokenizer would see them (keys included)."""
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        total = 0
-        for key, item in value.items():
-            # Strings inline: tool inputs are mostly flat dicts of strings.
-            total += len(key) + (len(item) if isinstance(item, str) else _chars(item))
-        return total
-    if isinstance(value, list):
-        return sum(_chars(v) for v in value)
-    return len(str(value))
-
-
-def _message_chars(message: Message) -> int:
-    content = message["content"]
-    if isinstance(content, str):
-        return len(content)
-    total = 0
-    for block in content:
-        kind = block["type"]
-        if kind == "text":
-            total += len(block["text"])  # type: ignore[typeddict-item]
-        elif kind == "tool_result":
-            inner = block["content"]  # type: ignore[typeddict-item]
-            # A string result (the usual one) inline: ``_chars`` of it is its length.
-            total += len(inner) if type(inner) is str else _chars(inner)
-        elif kind == "tool_use":
-            total += len(block["name"]) + _chars(block["input"])  # type: ignore[typeddict-item]
-        elif kind == "thinking":
-            total += len(block["thinking"])  # type: ignore[typeddict-item]
-    return total
-
-
-# --- prompt-cache estimate --------------------------------------------------------------------
-
-
-def _message_fingerprint(message: Message) -> int:
-    """A hash of a message's content. Messages are JSON data, and what a provider's cache sees
-    is their JSON: ``orjson``'s bytes (equal content, equal bytes, keys in order; ``1``, ``1.0``
-    and ``true`` apart) at about a third of ``marshal``'s cost — this runs for every new
-    message. What orjson refuses (integers beyond 64 bits, non-string keys) is hashed by
-    ``_content_hash``."""
-    try:
-        return hash(orjson.dumps(message))
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return _content_hash(message)
-
-
-def _tools_fingerprint(tools: list[ToolSchema]) -> int:
-    return _content_hash([(t.name, t.description, t.input_schema) for t in tools])
-
-
-def _content_hash(value: Any) -> int:
-    """A hash of plain data that equal content always gives. ``marshal`` format 2 writes no
-    back-references (so equal values give equal bytes, whatever objects they share) and tells
-    types apart like ``repr``, at two to five times its speed; anything it cannot encode falls
-    back to ``repr``."""
-    try:
-        return hash(marshal.dumps(value, 2))
-    except ValueError:
-        return hash(repr(value))
-
-
-def _remember(memo: dict[int, Any], key: int, value: Any) -> None:
-    """Insert, dropping the oldest entry past the limit (a dropped id is simply recomputed)."""
-    if len(memo) >= _MEMO_LIMIT:
-        del memo[next(iter(memo))]
-    memo[key] = value
-
-
-class _Node:
-    """One served prefix: the root (system + tools) or a prefix ending at ``message``.
-
-    Its children are the messages that followed it in some request: while there is one, it is
-    ``lone``, known by identity and never fingerprinted (an agent's own history grows that way,
-    call after call); a second one turns them into ``children``, keyed by content."""
-
-    __slots__ = ("children", "lone", "message", "size")
-
-    def __init__(self, message: Message | None, size: int) -> None:
-        self.message = message
-        self.size = size
-        """Characters of the prefix (the system prompt counts, tool schemas do not)."""
-        self.lone: _Node | None = None
-        self.children: dict[int, _Node] | None = None
-
-
-class _PrefixCache:
-    """Every prefix this model has served, as a tree from each root, and the memoised
-    fingerprints of the messages that had to be told apart by content."""
-
-    __slots__ = ("_messages", "_tools", "nodes", "roots")
-
-    def __init__(self) -> None:
-        self.roots: dict[int, _Node] = {}
-        self.nodes = 0
-        """Prefixes in the tree: past ``_MEMO_LIMIT`` it starts afresh (as a provider's cache
-        expires), so the messages of long-finished agents are not kept forever."""
-        self._tools: dict[int, tuple[list[ToolSchema], int]] = {}
-        self._messages: dict[int, tuple[Message, int]] = {}
-
-    def root(self, system: str, tools: list[ToolSchema]) -> tuple[_Node, bool]:
-        """The root node of (system, tools), and whether it was served before."""
-        entry = self._tools.get(id(tools))
-        if entry is None or entry[0] is not tools:
-            entry = (tools, _tools_fingerprint(tools))
-            _remember(self._tools, id(tools), entry)
-        key = hash((system, entry[1]))
-        node = self.roots.get(key)
-        if node is not None:
-            return node, True
-        node = self.roots[key] = _Node(None, len(system))
-        self.count()
-        return node, False
-
-    def fingerprint(self, message: Message) -> int:
-        """The message's fingerprint, computed once per message object."""
-        memo = self._messages
-        key = id(message)
-        entry = memo.get(key)
-        if entry is None or entry[0] is not message:
-            entry = (message, _message_fingerprint(message))
-            _remember(memo, key, entry)
-        return entry[1]
-
-    def child(self, parent: _Node, message: Message) -> _Node | None:
-        """The prefix ``parent`` + ``message`` if it was served before, else None."""
-        lone = parent.lone
-        if lone is not None:
-            if lone.message is message:  # the same object: a fork's copy of its parent's history
-                return lone
-            # A second message after this prefix: from now on its children are told by content.
-            assert lone.message is not None
-            parent.children = {self.fingerprint(lone.message): lone}
-            parent.lone = None
-        elif parent.children is None:
-            return None
-        return parent.children.get(self.fingerprint(message))
-
-    def add(self, parent: _Node, message: Message, size: int) -> _Node:
-        """A new prefix after ``child`` found none."""
-        node = _Node(message, size)
-        children = parent.children
-        if children is None:
-            parent.lone = node
-        else:
-            children[self.fingerprint(message)] = node  # memoised by ``child`` already
-        self.nodes += 1
-        if self.nodes > _MEMO_LIMIT:
-            self.start_afresh()
-        return node
-
-    def count(self) -> None:
-        self.nodes += 1
-        if self.nodes > _MEMO_LIMIT:
-            self.start_afresh()
-
-    def start_afresh(self) -> None:
-        """Forget every prefix: agents holding nodes of the old tree go on from them (their
-        own prefixes stay cached), new requests find none."""
-        self.roots = {}
-        self.nodes = 0
 
 
 # --- per-agent state -------------------------------------------------------------------------
@@ -360,87 +98,20 @@ class _AgentState:
     agent_id: str
     agent_type: str
     prompt: str
-    entry: _Entry | None
+    entry: Entry | None
     match_groups: tuple[str | None, ...] = ()
     served: int = 0
     failures: int = 0
-    pending: _Turn | None = None
+    pending: Turn | None = None
     captures: dict[str, str] = field(default_factory=dict)
-    counted_messages: int = 0
-    tip: _Node | None = None
-    """The prefix of the last request (its ``message`` is the last counted one)."""
-    base: _Node | None = None
-    """The root ``tip`` grows from."""
-    root_of: tuple[str, list[ToolSchema], _Node] | None = None
-    """(system, tools, root) of the last call: an agent sends the same objects each time."""
-    answer: Message | None = None
-    answer_chars: int = 0
-    """The last answer this model built for the agent, with the characters counted as it was
-    built (``_message_chars`` of it, without walking its tool inputs again): the loop sends
-    the same object back in the agent's next request."""
-
-    def input_chars(self, request: ModelRequest, cache: _PrefixCache) -> tuple[int, int]:
-        """(system + message characters, characters of the longest already-served prefix).
-
-        Only messages not seen on earlier calls are looked at. The walk restarts from the root
-        when the root changed, the history shrank or its last counted message was replaced
-        (compaction, a resumed agent reusing the id). Once a prefix is new, every longer one
-        is: the tree only grows from there (nothing is fingerprinted on an agent's own path).
-        """
-        messages = request.messages
-        size = len(messages)
-        root_of = self.root_of
-        shared = -1  # none missed yet
-        if root_of is not None and root_of[0] is request.system and root_of[1] is request.tools:
-            root = root_of[2]
-        else:
-            root, known = cache.root(request.system, request.tools)
-            self.root_of = (request.system, request.tools, root)
-            if not known:
-                shared = 0
-        seen, node = self.counted_messages, self.tip
-        if (
-            node is None
-            or self.base is not root
-            or seen > size
-            or (seen and messages[seen - 1] is not node.message)
-        ):
-            node, seen, self.base = root, 0, root
-        answer = self.answer
-        for index in range(seen, size):
-            message = messages[index]
-            if shared < 0:
-                found = cache.child(node, message)
-                if found is not None:
-                    node = found
-                    continue
-                shared = node.size
-                chars = self.answer_chars if message is answer else _message_chars(message)
-                node = cache.add(node, message, node.size + chars)
-                continue
-            # Below a new prefix: its only child, nothing to look up (``add``, inlined).
-            chars = self.answer_chars if message is answer else _message_chars(message)
-            new = node.lone = _Node(message, node.size + chars)
-            node = new
-            cache.nodes += 1
-            if cache.nodes > _MEMO_LIMIT:
-                cache.start_afresh()
-        self.tip, self.counted_messages = node, size
-        return node.size, node.size if shared < 0 else shared
+    prefix: AgentPrefix = field(default_factory=AgentPrefix)
+    """Its place in the prompt-cache estimate's tree of served prefixes."""
 
     def describe(self) -> str:
         prompt = self.prompt
         if len(prompt) > _PROMPT_SHOWN:
             prompt = prompt[:_PROMPT_SHOWN] + "..."
         return f"agent {self.agent_id!r} (type {self.agent_type!r}, prompt {prompt!r})"
-
-
-def _injected_error(spec: ErrorSpec, state: _AgentState) -> ModelError:
-    kind, status = _ERROR_KINDS[spec.type]
-    message = (
-        f"scripted {spec.type} error {state.failures} of {spec.times} for agent {state.agent_id!r}"
-    )
-    return ModelError(kind, message, status=status)
 
 
 # --- the model -------------------------------------------------------------------------------
@@ -457,7 +128,7 @@ class ScriptedModel:
     def __init__(
         self,
         *,
-        entries: tuple[_Entry, ...] = (),
+        entries: tuple[Entry, ...] = (),
         function: TurnFunction | None = None,
         record: Path | None = None,
         keep_requests: bool = True,
@@ -474,7 +145,7 @@ class ScriptedModel:
         self._recording = keep_requests or record is not None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._agents: dict[str, _AgentState] = {}
-        self._cache = _PrefixCache()
+        self._cache = PrefixCache()
 
     # construction
 
@@ -524,7 +195,7 @@ class ScriptedModel:
     def _from_script(
         cls, script: ScriptFile, folder: Path, *, keep_requests: bool, name: str
     ) -> ScriptedModel:
-        entries = tuple(_compile_entry(i, agent) for i, agent in enumerate(script.agents))
+        entries = tuple(compile_entry(i, agent) for i, agent in enumerate(script.agents))
         record = None if script.record is None else folder / script.record
         return cls(entries=entries, record=record, keep_requests=keep_requests, name=name)
 
@@ -556,7 +227,7 @@ class ScriptedModel:
             await self._sleep(turn.delay_s)
         return self._serve(state, turn, request)
 
-    def _take(self, request: ModelRequest) -> tuple[_AgentState, _Turn | None]:
+    def _take(self, request: ModelRequest) -> tuple[_AgentState, Turn | None]:
         """Bind the agent, consume its next scripted turn and record the request; the caller
         waits the turn's ``delay_ms``. None: the turn is the function's to give (``_ask``).
         Not a coroutine: a scripted turn is at hand, and this runs for every call."""
@@ -587,7 +258,7 @@ class ScriptedModel:
             self._record(request, None)
         return state, turn
 
-    async def _ask(self, request: ModelRequest, state: _AgentState) -> _Turn:
+    async def _ask(self, request: ModelRequest, state: _AgentState) -> Turn:
         """The function's turn for ``state``, taken as a pending one (consumed and recorded
         by ``_take``)."""
         try:
@@ -634,7 +305,7 @@ class ScriptedModel:
         self,
         meta: RequestMetadata,
         key: str,
-        entry: _Entry | None,
+        entry: Entry | None,
         groups: tuple[str | None, ...],
     ) -> _AgentState:
         state = _AgentState(
@@ -647,7 +318,7 @@ class ScriptedModel:
         self._agents[key] = state
         return state
 
-    def _next_turn(self, state: _AgentState, entry: _Entry) -> _Turn:
+    def _next_turn(self, state: _AgentState, entry: Entry) -> Turn:
         """The entry's next turn for ``state`` (not a coroutine: a scripted turn is at hand)."""
         turns = entry.turns
         if state.served >= len(turns):
@@ -659,28 +330,28 @@ class ScriptedModel:
         return self._consume(state, turns[state.served])
 
     @staticmethod
-    def _consume(state: _AgentState, turn: _Turn) -> _Turn:
+    def _consume(state: _AgentState, turn: Turn) -> Turn:
         """Serve ``turn``, or fail it first as its ``error`` asks (then it is pending)."""
         error = turn.error
         if error is not None and state.failures < error.times:
             state.failures += 1
             state.pending = turn
-            raise _injected_error(error, state)
+            raise injected_error(error, state.failures, state.agent_id)
         state.served += 1
         state.failures = 0
         state.pending = None
         return turn
 
-    async def _ask_function(self, request: ModelRequest) -> _Turn:
+    async def _ask_function(self, request: ModelRequest) -> Turn:
         assert self._function is not None
         result = self._function(request)
         if inspect.isawaitable(result):
             result = await result
-        return _compile_turn(parse_turn(result, "scripted function result"))
+        return compile_turn(parse_turn(result, "scripted function result"))
 
     # building the answer
 
-    def _serve(self, state: _AgentState, turn: _Turn, request: ModelRequest) -> MessageDone:
+    def _serve(self, state: _AgentState, turn: Turn, request: ModelRequest) -> MessageDone:
         ctx: RenderContext | None = None
         if turn.captures or turn.needs_context:
             ctx = RenderContext(
@@ -691,7 +362,7 @@ class ScriptedModel:
                 captures=state.captures,
             )
             if turn.captures:
-                _capture(turn, ctx, state.captures)
+                capture(turn, ctx, state.captures)
         content: list[ContentBlock] = []
         chars = 0
         text = turn.text
@@ -707,7 +378,8 @@ class ScriptedModel:
         usage = self._usage(turn, state, request, chars)
         message: Message = {"role": "assistant", "content": content}
         if turn.usage is None:  # estimating: the next request counts this answer
-            state.answer, state.answer_chars = message, chars
+            prefix = state.prefix
+            prefix.answer, prefix.answer_chars = message, chars
         return MessageDone(
             message=message,
             usage=usage,
@@ -717,7 +389,7 @@ class ScriptedModel:
 
     @staticmethod
     def _add_tool_uses(
-        content: list[ContentBlock], turn: _Turn, state: _AgentState, ctx: RenderContext | None
+        content: list[ContentBlock], turn: Turn, state: _AgentState, ctx: RenderContext | None
     ) -> int:
         chars = 0
         prefix = f"toolu_{state.agent_id}_{state.served - 1}_"
@@ -728,7 +400,7 @@ class ScriptedModel:
             else:
                 assert ctx is not None
                 tool_input = call.render(ctx)
-                chars += len(call.name) + _chars(tool_input)
+                chars += len(call.name) + json_chars(tool_input)
             content.append(
                 {
                     "type": "tool_use",
@@ -739,10 +411,10 @@ class ScriptedModel:
             )
         return chars
 
-    def _usage(self, turn: _Turn, state: _AgentState, request: ModelRequest, chars: int) -> Usage:
+    def _usage(self, turn: Turn, state: _AgentState, request: ModelRequest, chars: int) -> Usage:
         if turn.usage is not None:
             return Usage(**turn.usage)
-        input_chars, shared_chars = state.input_chars(request, self._cache)
+        input_chars, shared_chars = state.prefix.input_chars(request, self._cache)
         total = input_chars // 4 or 1  # at least one token (no ``max``: this runs every call)
         read = shared_chars // 4
         if read > total:
@@ -813,15 +485,6 @@ def _compaction_key(meta: RequestMetadata) -> str:
     """Each compaction of an agent binds on its own (its retries share it), never to the
     agent's own entry and state (SPEC §20)."""
     return f"{meta.agent_id}\x00compaction {meta.compaction}"
-
-
-def _capture(turn: _Turn, ctx: RenderContext, captures: dict[str, str]) -> None:
-    """Keep the first group (or whole match) of each capture regex found in the last user text."""
-    text = ctx.last_user
-    for name, pattern in turn.captures:
-        found = pattern.search(text)
-        if found is not None:
-            captures[name] = (found.group(1) if pattern.groups else found.group(0)) or ""
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
