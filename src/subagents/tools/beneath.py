@@ -31,6 +31,7 @@ _UNSUPPORTED = frozenset({errno.ENOSYS, errno.EPERM, errno.EINVAL, errno.E2BIG})
 about the path (the walk then finds out what that is)."""
 
 _AT_FDCWD = -100
+_ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 Opener = Callable[[bytes, int], int]
 
@@ -42,7 +43,7 @@ def open_no_symlinks(path: str, flags: int) -> int | None:
     opener = _opener()
     if opener is None:
         return None
-    fd = opener(os.fsencode(path), flags)
+    fd = opener(path.encode(_ENCODING, _ERRORS), flags)  # ``os.fsencode``, without its call
     if fd >= 0:
         return fd
     import ctypes  # imported by ``_opener`` already: this is a dictionary look-up

@@ -52,7 +52,15 @@ stops one call instead of every agent."""
 
 def is_local(device: int) -> bool:
     """Whether ``device`` (an ``st_dev``) is on a file system in ``INLINE_FILE_SYSTEMS``."""
-    return file_system_kind(device) in INLINE_FILE_SYSTEMS
+    local = _local_devices.get(device)
+    if local is None:
+        local = _local_devices[device] = file_system_kind(device) in INLINE_FILE_SYSTEMS
+    return local
+
+
+_local_devices: dict[int, bool] = {}
+"""``is_local`` per device, asked once: the mount table it reads is read once per process
+(``store.atomic.file_system_kind``), and every Read of a small file asks about its device."""
 
 
 def on_local_disks(ctx: ToolContext) -> bool:
@@ -83,10 +91,11 @@ class SymlinkOnPath(ToolError):
     something was swapped in after the check, and the message says so."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class OpenedFile:
     """A descriptor of a regular file, whether the file existed before this open, and its
-    ``fstat`` right after the open."""
+    ``fstat`` right after the open. (Not frozen: a frozen dataclass sets each field through
+    ``object.__setattr__``, and one is made per file tool call; nothing changes it.)"""
 
     fd: int
     existed: bool
@@ -182,7 +191,7 @@ def _open_whole(path: str, flags: int) -> OpenedFile | None:
     if not stat_module.S_ISREG(status.st_mode):  # swapped in since the stat (O_NONBLOCK)
         os.close(fd)
         raise ToolError(_special(path, status.st_mode))
-    return OpenedFile(fd=fd, existed=True, stat=status)
+    return OpenedFile(fd, True, status)
 
 
 def _refuse_opened(opened: OpenedFile, path: str, ctx: ToolContext) -> None:
@@ -278,7 +287,7 @@ def _open_file(directory: int, name: str, path: Path | str, flags: int) -> Opene
     if not stat_module.S_ISREG(status.st_mode):
         os.close(fd)
         raise ToolError(_special(path, status.st_mode))
-    return OpenedFile(fd=fd, existed=existed, stat=status)
+    return OpenedFile(fd, existed, status)
 
 
 def _special(path: Path | str, mode: int) -> str:

@@ -127,10 +127,13 @@ def plain_path(raw: str, ctx: ToolContext) -> tuple[str, str] | None:
     found = roots_of(ctx)
     if raw[0] != "/":
         raw = f"{found.cwd_text}/{raw}"
-    names = [name for name in raw.split("/") if name and name != "."]
-    if ".." in names or raw.startswith("//"):
-        return None  # "//" is a name of its own on POSIX; leave it to the resolver
-    text = "/" + "/".join(names)
+    if "//" in raw or "/." in raw or raw[-1] == "/":
+        names = [name for name in raw.split("/") if name and name != "."]
+        if ".." in names or raw.startswith("//"):
+            return None  # "//" is a name of its own on POSIX; leave it to the resolver
+        text = "/" + "/".join(names)
+    else:  # no empty, "." or ".." name (nor a hidden one): the text is already in that form
+        text = raw
     for prefix, root in found.prefixes:
         if text.startswith(prefix):
             return root, text[len(prefix) :]
