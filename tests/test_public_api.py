@@ -6,6 +6,7 @@ name is a decision, made here on purpose, not a side effect of a refactor.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import subprocess
 import sys
@@ -117,3 +118,21 @@ async def test_a_session_runs_on_the_public_names_alone(tmp_path: Path) -> None:
     )
     assert isinstance(result, subagents.SessionResult)
     assert all(isinstance(run, subagents.AgentRun) for run in result.agents)
+
+
+def test_a_session_result_reprs_as_one_short_line(tmp_path: Path) -> None:
+    """``asyncio.run`` on 3.11 reprs the value its coroutine returns (twice, for a SIGINT
+    handler check): a result's repr must not be every agent's history."""
+    script = {"agents": [{"agent_type": "main", "turns": [{"text": "x" * 100_000}]}]}
+    options = SessionOptions(
+        model=ScriptedModel.from_dict(script),
+        cwd=tmp_path,
+        home=tmp_path / "home",
+        load_settings=False,
+    )
+    session = Session(options)
+    result = asyncio.run(session.run("go " * 10_000))
+    assert result.result == "x" * 100_000
+    assert repr(result) == (
+        f"<SessionResult 'success' session {result.session_id!r} agents=1 turns=1>"
+    )
