@@ -74,12 +74,23 @@ NEVER = {
     "html.entities",
     "ctypes",
     "subagents.agents.cli_agents",
+    "shutil",
+    "bz2",
+    "lzma",
+    "subagents.cli.stream_session",
+    "subagents.cli.control",
+    "subagents.cli.stream_input",
+    "subagents.cli.sdk_events",
+    "subagents.cli.sdk_requests",
+    "subagents.mcp.sdk_bridge",
 }
 """Not loaded by a one-turn ``-p`` run on the Anthropic or the scripted path: neither the SDKs,
 nor the optional parts, nor what only a later step needs — ``importlib.metadata`` and what it
 brings (pydantic's plugin discovery, answered by ``cli/pydantic_plugins.py`` when no plugin is
 installed), ``tempfile`` (``--settings`` JSON), ``html`` (SendMessage), ``ctypes`` (the first
-``syncfs``), ``agents.cli_agents`` (``--agents`` JSON, a pydantic model)."""
+``syncfs``), ``agents.cli_agents`` (``--agents`` JSON, a pydantic model), ``shutil`` with
+``bz2`` and ``lzma`` (argparse's width comes from ``cli/main.terminal_columns``), the stream-json
+session and its control channel (``--input-format``/``--output-format stream-json``)."""
 NEVER_PREFIXES = (
     "opentelemetry",
     "subagents.telemetry",

@@ -15,12 +15,10 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from subagents.cli.flags import CLAUDE_CODE_COMPAT_VERSION, ignored_flags
 from subagents.cli.progress import ProgressPrinter
-from subagents.cli.sdk_events import SdkShaper
-from subagents.cli.sdk_requests import SdkRequests, sdk_mcp_server_names
 from subagents.cli.session_plan import (
     SessionPlan,
     StartupError,
@@ -29,11 +27,14 @@ from subagents.cli.session_plan import (
     latest_session,
     slash_commands,
 )
+from subagents.cli.session_request import SessionRequest
 from subagents.cli.stdout_guard import StdoutGuard
-from subagents.cli.stream_input import StreamInput
-from subagents.cli.stream_session import SessionRequest, StreamSession
 from subagents.events import Event, ProgressEvent, SystemEvent
 from subagents.session import Session, SessionResult
+
+if TYPE_CHECKING:  # the stream-json session's parts are imported only for that mode
+    from subagents.cli.sdk_events import SdkShaper
+    from subagents.cli.stream_session import StreamSession
 
 __all__ = ["StartupError", "check_local_model", "choose_model", "latest_session", "run_headless"]
 
@@ -102,6 +103,9 @@ def _run_stream(plan: SessionPlan, args: argparse.Namespace) -> int:
     """``--input-format stream-json``: the SDK's long-lived session (``stream_session``)."""
     if args.output_format != "stream-json":
         raise StartupError("--input-format stream-json needs --output-format stream-json")
+    from subagents.cli.sdk_requests import SdkRequests, sdk_mcp_server_names
+    from subagents.cli.stream_session import StreamSession
+
     configured = plan.model.spec
     requests = SdkRequests(
         configured_model=plan.configured_model,
@@ -143,6 +147,8 @@ def _run_stream(plan: SessionPlan, args: argparse.Namespace) -> int:
 
 
 async def _drive(stream: StreamSession) -> int:
+    from subagents.cli.stream_input import StreamInput
+
     stdin = StreamInput(sys.stdin.buffer, stream.warn)
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -170,7 +176,12 @@ def background_wait_ms() -> int:
     return 600_000
 
 
-def _shaper(session: Session, plan: SessionPlan, args: argparse.Namespace) -> SdkShaper:
+def _shaper(session: Session, plan: SessionPlan, args: argparse.Namespace) -> SdkShaper | None:
+    """The SDK's event shapes, for ``--output-format stream-json`` only."""
+    if args.output_format != "stream-json":
+        return None
+    from subagents.cli.sdk_events import SdkShaper
+
     def init_fields() -> dict[str, Any]:
         fields: dict[str, Any] = {
             "claude_code_version": CLAUDE_CODE_COMPAT_VERSION,
@@ -207,7 +218,11 @@ class _Printer:
     """Writes events or the final result in the chosen output format."""
 
     def __init__(
-        self, output_format: str, shaper: SdkShaper, out: StdoutGuard, verbose: bool = False
+        self,
+        output_format: str,
+        shaper: SdkShaper | None,
+        out: StdoutGuard,
+        verbose: bool = False,
     ) -> None:
         self.format = output_format
         self.shaper = shaper
@@ -217,7 +232,7 @@ class _Printer:
         )
 
     def event(self, event: Event) -> None:
-        if self.format == "stream-json":
+        if self.shaper is not None:  # stream-json
             for line in self.shaper.lines(event):
                 self.out.write_json(line)
             return

@@ -18,7 +18,7 @@ from typing import Any
 
 from subagents.cli.claude_models import ModelChoice, choose
 from subagents.cli.flags import split_list
-from subagents.cli.stream_session import SessionRequest
+from subagents.cli.session_request import SessionRequest
 from subagents.distributed.select import executor_from_env
 from subagents.session import Session, SessionOptions
 from subagents.state import ProjectState

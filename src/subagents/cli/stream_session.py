@@ -19,24 +19,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from subagents.cli.control import ControlChannel, ControlError, SdkPermissions, sdk_hooks
+from subagents.cli.session_request import SessionRequest
 from subagents.cli.stream_input import StreamInput
-from subagents.hooks.config import HookConfig
-from subagents.mcp.sdk_bridge import SdkMessenger, control_messenger
+from subagents.mcp.sdk_bridge import control_messenger
 from subagents.permissions.checker import AskCallback
 from subagents.session import Session, SessionResult
 
 Line = dict[str, Any]
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionRequest:
-    """What the SDK's ``initialize`` adds to the command line's options."""
-
-    agents: dict[str, Any] | None = None
-    hooks: HookConfig | None = None
-    ask: AskCallback | None = None
-    mcp_sdk: SdkMessenger | None = None
-    """Reaches the SDK program's in-process MCP servers (``mcp_message`` requests)."""
 
 
 SessionFactory = Callable[[SessionRequest], Session]
