@@ -35,8 +35,16 @@ WRAPPER = (
     "        k for k, v in vars(script).items()\n"
     "        if isinstance(v, type) and getattr(v, '__pydantic_complete__', False)\n"
     "    ) if script else []\n"
+    "    base = sys.modules.get('pydantic.main')\n"
+    "    models = sorted(\n"
+    "        f'{name}.{cls.__qualname__}'\n"
+    "        for name, module in list(sys.modules.items()) if name.startswith('subagents')\n"
+    "        for cls in vars(module).values()\n"
+    "        if isinstance(cls, type) and cls.__module__ == name\n"
+    "        and base is not None and issubclass(cls, base.BaseModel)\n"
+    "    )\n"
     "    facts = {'modules': sorted(sys.modules), 'signature_docs': signature_docs,\n"
-    "             'built_script_models': built}\n"
+    "             'built_script_models': built, 'pydantic_models': models}\n"
     "    open(out, 'w').write(json.dumps(facts))\n"
     "atexit.register(report)\n"
     "from subagents.cli.main import main\n"
@@ -180,6 +188,27 @@ async def test_a_scripted_run_builds_one_script_model_and_no_signature_docstring
 
     assert facts["built_script_models"] == ["ScriptFile"]
     assert facts["signature_docs"] == []
+    script_models = {f"subagents.models.script_schema.{name}" for name in SCRIPT_MODELS}
+    assert set(facts["pydantic_models"]) == script_models | TOOL_INPUT_BASES
+
+
+SCRIPT_MODELS = ("ErrorSpec", "ScriptAgent", "ScriptFile", "ScriptToolCall", "ScriptTurn")
+SCRIPT_MODELS += ("ScriptUsage", "_Strict")
+TOOL_INPUT_BASES = {"subagents.tools.base.BuiltinToolInput", "subagents.tools.base.ToolInput"}
+"""The pydantic model classes a one-turn run creates: a model class costs ~1-2 M instructions
+to create even when its build is deferred, so the tools' inputs (the Agent tool's, ExitPlanMode's,
+StructuredOutput's and ``tools/inputs/``) are created at each tool's first call."""
+
+
+async def test_an_anthropic_run_creates_no_tool_input_model(
+    wire_server: WireServer, tmp_path: Path
+) -> None:
+    wire_server.queue(AnthropicWire(wire_server).text("the answer"))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": wire_server.url, "SUBAGENTS_MODEL": ""}
+
+    facts = await run_facts(tmp_path, "-p", "hi", env=env)
+
+    assert set(facts["pydantic_models"]) == TOOL_INPUT_BASES
 
 
 PLUGIN = """\

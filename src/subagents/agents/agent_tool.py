@@ -14,9 +14,7 @@ Whatever happens, the child's run record ends terminal and every process it star
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, Literal
-
-from pydantic import Field
+from typing import TYPE_CHECKING, ClassVar
 
 from subagents.agents.agent_run import AgentFrame, AgentJob
 from subagents.agents.assembly import assemble
@@ -34,53 +32,30 @@ from subagents.ids import new_id
 from subagents.models.base import ToolSchema
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
     ToolOutput,
-    input_json_schema,
+    tool_input_schema,
 )
 
-PermissionModeName = Literal["acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"]
+if TYPE_CHECKING:  # imported at the tool's first call (LazyInput)
+    from subagents.tools.inputs.agent import AgentInput
 
 DESCRIPTION = descriptions.AGENT
-
-
-class AgentInput(BuiltinToolInput):
-    description: str = Field(min_length=1, description="A short (3-5 word) description of the task")
-    prompt: str = Field(min_length=1, description="The task for the agent to perform")
-    subagent_type: str | None = Field(
-        default=None, description="The type of agent to use (omit to fork yourself)"
-    )
-    model: Literal["sonnet", "opus", "haiku"] | None = Field(
-        default=None, description="Model override for this agent"
-    )
-    run_in_background: bool | None = Field(
-        default=None, description="Run in the background; you are notified when it completes"
-    )
-    name: str | None = Field(default=None, description="A name to address the agent by")
-    team_name: str | None = Field(default=None, description="Team to spawn the agent into")
-    mode: PermissionModeName | None = Field(default=None, description="Permission mode")
-    isolation: Literal["worktree"] | None = Field(
-        default=None, description='"worktree" runs the agent in its own git worktree'
-    )
-    cwd: str | None = Field(default=None, description="Working directory (absolute path)")
-    resume_from: str | None = Field(
-        default=None, description="Continue a finished agent (by id) in a new run"
-    )
 
 
 TEAMMATE_ONLY_FIELDS = ("name", "team_name", "mode")
 _NO_SESSION = "The Agent tool needs a session runtime; run it inside a Session"
 
 
-class AgentTool(Tool[AgentInput]):
+class AgentTool(Tool["AgentInput"]):
     name = "Agent"
     aliases = ("Task",)
     description = DESCRIPTION
-    input_model = AgentInput
+    input_model = LazyInput["AgentInput"]("subagents.tools.inputs.agent", "AgentInput")
     max_result_chars = 100_000
     durable_call_identity = True
 
@@ -109,7 +84,7 @@ class AgentTool(Tool[AgentInput]):
         return schema
 
     def _build_schema(self) -> ToolSchema:
-        schema = input_json_schema(AgentInput)
+        schema = tool_input_schema(AgentTool)
         hidden = set()
         if not self.background_available:
             hidden.add("run_in_background")

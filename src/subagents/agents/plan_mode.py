@@ -18,33 +18,31 @@ mode); outside ``plan`` mode a call is an error.
 from __future__ import annotations
 
 from dataclasses import replace
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from subagents.agents.agent_run import AgentFrame
 from subagents.permissions.checker import PermissionChecker, PermissionRequest
 from subagents.permissions.modes import PermissionMode, parse_mode
 from subagents.tools import descriptions
 from subagents.tools.base import (
-    BuiltinToolInput,
     CallInfo,
+    LazyInput,
     Tool,
     ToolContext,
     ToolError,
     ToolOutput,
 )
 
-MAX_PLAN_CHARS = 50_000
+if TYPE_CHECKING:  # imported at the tool's first call (LazyInput)
+    from subagents.tools.inputs.exit_plan_mode import ExitPlanModeInput
 
 
-class ExitPlanModeInput(BuiltinToolInput):
-    plan: str = Field(min_length=1, max_length=MAX_PLAN_CHARS, description="The plan (Markdown).")
-
-
-class ExitPlanModeTool(Tool[ExitPlanModeInput]):
+class ExitPlanModeTool(Tool["ExitPlanModeInput"]):
     name = "ExitPlanMode"
     description = descriptions.EXIT_PLAN_MODE
-    input_model = ExitPlanModeInput
+    input_model = LazyInput["ExitPlanModeInput"](
+        "subagents.tools.inputs.exit_plan_mode", "ExitPlanModeInput"
+    )
     requires_permission = False
     """Approval is this tool's own business (below), not a rule on the call."""
 

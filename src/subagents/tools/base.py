@@ -350,13 +350,13 @@ class Tool(ABC, Generic[InputT]):
         cached = Tool._schema_cache.get(cls)
         if cached is None:
             cached = ToolSchema(
-                name=self.name, description=self.description, input_schema=_input_schema(cls)
+                name=self.name, description=self.description, input_schema=tool_input_schema(cls)
             )
             Tool._schema_cache[cls] = cached
         return cached
 
 
-def _input_schema(tool: type[Tool[Any]]) -> dict[str, Any]:
+def tool_input_schema(tool: type[Tool[Any]]) -> dict[str, Any]:
     """A tool class's input schema; a ``LazyInput`` not read yet is served from the table
     without importing its model when the table vouches for it."""
     for klass in tool.__mro__:

@@ -8,27 +8,24 @@ error the model sees (and can correct); a valid one is kept as the run's
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict
+from typing import TYPE_CHECKING, Any
 
 from subagents.models.base import ToolSchema
-from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolOutput
+from subagents.tools.base import CallInfo, LazyInput, Tool, ToolContext, ToolError, ToolOutput
+
+if TYPE_CHECKING:  # imported at the tool's first call: only runs with --json-schema have one
+    from subagents.tools.inputs.structured_output import StructuredOutputInput
 
 
-class StructuredOutputInput(BaseModel):
-    """Any JSON object: the caller's schema is checked in ``call`` (pydantic cannot hold it)."""
-
-    model_config = ConfigDict(extra="allow", defer_build=True)  # only with --json-schema
-
-
-class StructuredOutputTool(Tool[StructuredOutputInput]):
+class StructuredOutputTool(Tool["StructuredOutputInput"]):
     name = "StructuredOutput"
     description = (
         "Return your final answer as structured data. Call this exactly once, when you are "
         "done, with input that matches this tool's schema."
     )
-    input_model = StructuredOutputInput
+    input_model = LazyInput["StructuredOutputInput"](
+        "subagents.tools.inputs.structured_output", "StructuredOutputInput"
+    )
     requires_permission = False
 
     def __init__(self, schema: dict[str, Any]) -> None:
