@@ -83,6 +83,7 @@ NEVER = {
     "ctypes",
     "subagents.agents.cli_agents",
     "shutil",
+    "shlex",
     "bz2",
     "lzma",
     "subagents.cli.stream_session",
@@ -96,8 +97,8 @@ NEVER = {
 nor the optional parts, nor what only a later step needs — ``importlib.metadata`` and what it
 brings (pydantic's plugin discovery, answered by ``cli/pydantic_plugins.py`` when no plugin is
 installed), ``tempfile`` (``--settings`` JSON), ``html`` (SendMessage), ``ctypes`` (the first
-``syncfs``), ``agents.cli_agents`` (``--agents`` JSON, a pydantic model), ``shutil`` with
-``bz2`` and ``lzma`` (argparse's width comes from ``cli/main.terminal_columns``), the stream-json
+``syncfs``), ``agents.cli_agents`` (``--agents`` JSON, a pydantic model), ``shlex`` (an
+exec-form hook), ``shutil`` with ``bz2`` and ``lzma`` (argparse's width comes from ``cli/main.terminal_columns``), the stream-json
 session and its control channel (``--input-format``/``--output-format stream-json``)."""
 NEVER_PREFIXES = (
     "opentelemetry",

@@ -30,7 +30,6 @@ word each (quoted for ``/bin/sh``), with ``${CLAUDE_PROJECT_DIR}`` substituted a
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -336,6 +335,8 @@ class _Parser:
 
 def _exec_word(word: str) -> str:
     """One exec-form word for ``/bin/sh``: quoted, with ``${CLAUDE_PROJECT_DIR}`` expanded."""
+    import shlex  # here: only exec-form hooks need it, not every start-up
+
     parts = _PROJECT_DIR.split(word)
     quoted = [shlex.quote(part) if part else "" for part in parts]
     return '"$CLAUDE_PROJECT_DIR"'.join(quoted) or "''"
