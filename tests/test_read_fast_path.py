@@ -30,10 +30,13 @@ from subagents.tools.write import WriteTool
 READS = 300
 
 
-@pytest.fixture(params=["openat2", "walk"])
+@pytest.fixture(params=["openat2", "proc", "walk"])
 def repo(tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A project folder; every test runs twice: plain paths opened whole (``openat2``) and
-    opened one component at a time (where ``openat2`` is missing)."""
+    """A project folder; every test runs three times: plain paths opened whole (``openat2``),
+    opened whole and checked through ``/proc`` (without ``ctypes`` or ``openat2``), and
+    opened one component at a time (where neither can serve)."""
+    monkeypatch.setattr(beneath, "_openat2_refused", request.param == "proc")
+    monkeypatch.setattr(beneath, "_proc_refused", False)
     if request.param == "walk":
         monkeypatch.setattr(beneath, "_disabled", True)
     else:
@@ -323,11 +326,12 @@ def test_a_link_on_the_way_fails_the_whole_open_and_the_walk_decides(repo: Path)
     (outside / "f.txt").write_text("TOP SECRET\n")
     (repo / "out").symlink_to(outside)
     path = f"{repo}/out/f.txt"
-    if beneath._disabled:
+    opener = beneath.whole_opener(os.O_RDONLY)
+    if opener is None:
         assert confined._open_whole(path, os.O_RDONLY) is None
         return
     with pytest.raises(OSError) as caught:
-        beneath.open_no_symlinks(path, os.O_RDONLY)
+        opener(path, os.O_RDONLY | os.O_NOFOLLOW)
     assert caught.value.errno == errno.ELOOP
     with pytest.raises(confined.SymlinkOnPath):
         confined._open_whole(path, os.O_RDONLY)
@@ -352,7 +356,7 @@ def test_a_fifo_swapped_in_after_the_stat_is_closed_unread(
         confined._open_whole(str(fifo), os.O_RDONLY)
 
 
-async def test_a_kernel_without_openat2_is_asked_once_then_the_walk_serves(
+async def test_a_kernel_without_openat2_is_asked_once_then_another_way_serves(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ctypes
@@ -364,9 +368,9 @@ async def test_a_kernel_without_openat2_is_asked_once_then_the_walk_serves(
         ctypes.set_errno(errno.ENOSYS)
         return -1
 
-    walk_only = beneath._disabled
+    walk_only = beneath._disabled or beneath._openat2_refused
     monkeypatch.setattr(beneath, "_make_opener", lambda: refusing)
-    monkeypatch.setattr(beneath, "_disabled", walk_only)  # restored after the test
+    monkeypatch.setattr(beneath, "_openat2_refused", beneath._openat2_refused)  # restored after
     (repo / "f.txt").write_text("one\n")
     ctx = context(repo)
     assert await read(ctx, file_path="f.txt") == "     1\tone"
@@ -386,3 +390,35 @@ def test_ctypes_is_never_loaded_for_openat2_alone(
     assert asyncio.run(read(context(repo), file_path="f.txt")) == "     1\tone"
     assert "ctypes" not in sys.modules
     assert beneath.open_no_symlinks(str(repo / "f.txt"), os.O_RDONLY) is None
+
+
+async def test_without_proc_the_walk_serves_and_proc_is_not_asked_again(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An open checked through ``/proc`` that ``/proc`` cannot name (not mounted) is closed,
+    the walk reads the file, and later opens do not try ``/proc`` again."""
+    asked: list[str] = []
+
+    def missing(path: str) -> str:
+        asked.append(path)
+        raise FileNotFoundError(errno.ENOENT, "no /proc", path)
+
+    monkeypatch.setattr(beneath, "_openat2_refused", True)
+    monkeypatch.setattr(os, "readlink", missing)
+    (repo / "f.txt").write_text("one\n")
+    ctx = context(repo)
+    assert await read(ctx, file_path="f.txt") == "     1\tone"
+    assert await read(ctx, file_path="f.txt") == "     1\tone"
+    assert len(asked) == (0 if beneath._disabled else 1)
+    assert beneath.whole_opener(os.O_RDONLY) is None
+
+
+def test_only_read_only_opens_are_checked_after_the_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An open through ``/proc``'s check reaches a file before it is known to be the right
+    one: only an open that writes nothing (no write access, ``O_TRUNC`` or ``O_CREAT``) may."""
+    monkeypatch.setattr(beneath, "_disabled", False)
+    monkeypatch.setattr(beneath, "_openat2_refused", True)
+    monkeypatch.setattr(beneath, "_proc_refused", False)
+    assert beneath.whole_opener(os.O_RDONLY) is beneath.open_then_check
+    for flags in (os.O_RDWR, os.O_WRONLY, os.O_RDONLY | os.O_TRUNC, os.O_RDONLY | os.O_CREAT):
+        assert beneath.whole_opener(flags) is None

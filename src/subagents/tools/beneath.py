@@ -14,6 +14,16 @@ write on a disk): loading it costs ~2-2.7 ms (8 M instructions), which ~300-400 
 back, so it is never loaded for this alone — a short session on tmpfs, where nothing syncs,
 walks. Where the call is missing (a kernel before 5.6, another architecture, a seccomp filter
 that refuses it) the first attempt says so and every later open takes the walk.
+
+Without ``ctypes`` (or ``openat2``), a path is opened whole and then checked
+(``open_then_check``): ``open`` with ``O_NOFOLLOW`` (the last name is no link), then
+``readlink("/proc/self/fd/N")`` — the path the kernel finds for the opened file now. A name on
+the way that is a link leads the open elsewhere, and the file opened then has another path;
+that open is closed unread and reported as ``ELOOP``, as ``openat2`` reports it (the caller
+resolves the path and walks). Equal paths mean the file the descriptor holds is, now, the one
+the text names with no link on the way: below the root the text is below. 6 system calls
+against the walk's 12 (~11.5 against ~15.5 µs, ``openat2`` ~9.3); where ``/proc`` cannot say
+(not mounted), the first attempt says so and the walk serves from then on.
 """
 
 from __future__ import annotations
@@ -56,17 +66,56 @@ def open_no_symlinks(path: str, flags: int) -> int | None:
 
 
 _disabled = False
-"""Set once ``openat2`` was refused: every later open takes the walk without asking again."""
+"""Set to take the walk for every path (tests do: the walk is what every other way falls
+back to)."""
+_openat2_refused = False
+"""Set once ``openat2`` was refused: later opens do not ask again."""
+_proc_refused = False
+"""Set once ``/proc/self/fd`` could not name an open file: ``open_then_check`` is not tried
+again."""
 
 
 def _disable() -> None:
-    global _disabled
-    _disabled = True
+    global _openat2_refused
+    _openat2_refused = True
 
 
 def ready() -> bool:
     """Whether ``open_no_symlinks`` may open at all now (ask before any work for it)."""
-    return not _disabled and "ctypes" in sys.modules  # never loaded for this alone
+    return not _disabled and not _openat2_refused and "ctypes" in sys.modules
+
+
+def whole_opener(flags: int) -> Callable[[str, int], int | None] | None:
+    """How to open a whole path with ``flags`` that must hold no link now:
+    ``open_no_symlinks`` where ``ctypes`` is loaded already, else ``open_then_check`` for a
+    read-only open (one that writes nothing at the open: the file it reaches may be the wrong
+    one until checked); None: take the walk."""
+    if _disabled:
+        return None
+    if not _openat2_refused and "ctypes" in sys.modules:  # never loaded for this alone
+        return open_no_symlinks
+    if _proc_refused or flags & (os.O_ACCMODE | os.O_TRUNC | os.O_CREAT) != os.O_RDONLY:
+        return None
+    return open_then_check
+
+
+def open_then_check(path: str, flags: int) -> int | None:
+    """A descriptor of the absolute ``path`` (no ``..``, no empty or ``.`` name) opened with
+    read-only ``flags`` (which hold ``O_NOFOLLOW``) when the opened file's path is ``path`` itself;
+    ``OSError(ELOOP)`` (closed unread) when it is another (a link on the way); None where
+    ``/proc`` cannot say (use the walk)."""
+    fd = os.open(path, flags)
+    try:
+        found = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        os.close(fd)
+        global _proc_refused
+        _proc_refused = True
+        return None
+    if found != path:
+        os.close(fd)
+        raise OSError(errno.ELOOP, "a symbolic link on the way", path)
+    return fd
 
 
 def _opener() -> Opener | None:

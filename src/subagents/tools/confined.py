@@ -169,9 +169,11 @@ def open_tool_path(
 
 def _open_whole(path: str, flags: int) -> OpenedFile | None:
     """``path`` (absolute, no ``..``) opened in one call that follows no link
-    (``beneath.open_no_symlinks``) when it is a regular file now; None: take the walk, which
-    also says what anything else is (missing, a folder, a FIFO, a link)."""
-    if not beneath.ready():
+    (``beneath.whole_opener``: ``openat2``, or an open checked through ``/proc``) when it is
+    a regular file now; None: take the walk, which also says what anything else is (missing,
+    a folder, a FIFO, a link)."""
+    opener = beneath.whole_opener(flags)
+    if opener is None:
         return None
     try:
         before = os.stat(path, follow_symlinks=False)
@@ -180,7 +182,7 @@ def _open_whole(path: str, flags: int) -> OpenedFile | None:
     if not stat_module.S_ISREG(before.st_mode):
         return None
     try:
-        fd = beneath.open_no_symlinks(path, flags | _FILE_FLAGS)
+        fd = opener(path, flags | _FILE_FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # a link on the way, or swapped in since the stat
             raise SymlinkOnPath(f"{path}: a symbolic link on the way") from None
