@@ -57,6 +57,9 @@ class Swapper(threading.Thread):
         super().__init__(daemon=True)
         self.repo, self.outside = repo, outside
         self.stop = threading.Event()
+        self.swapping = threading.Event()
+        """Set after the first swap: the race is on before the writes start (under load a
+        new thread may not run at all while 300 quick writes do)."""
         self.swaps = 0
 
     def run(self) -> None:
@@ -68,6 +71,7 @@ class Swapper(threading.Thread):
                 os.unlink(sub)
                 os.rename(real, sub)
                 self.swaps += 1
+                self.swapping.set()
             except OSError:
                 # A write made "sub" anew in a gap: put the real one back and go on.
                 if sub.is_dir() and not sub.is_symlink() and real.exists():
@@ -82,6 +86,7 @@ async def test_writes_racing_a_symlink_swap_never_land_outside(repo: Path) -> No
     ctx = context(repo)
     swapper = Swapper(repo, outside)
     swapper.start()
+    assert swapper.swapping.wait(10)
     try:
         results = await asyncio.gather(
             *(call(WriteTool(), ctx, file_path=f"sub/f{i}.txt", content="x") for i in range(WRITES))

@@ -122,7 +122,7 @@ async def test_reads_racing_a_symlink_swap_never_show_outside(repo: Path) -> Non
     (outside / "f.txt").write_text("TOP SECRET\n")
     (repo / "sub").mkdir()
     (repo / "sub" / "f.txt").write_text("inside\n")
-    stop = threading.Event()
+    stop, swapping = threading.Event(), threading.Event()
     swaps = 0
 
     def swap() -> None:
@@ -134,10 +134,12 @@ async def test_reads_racing_a_symlink_swap_never_show_outside(repo: Path) -> Non
             os.unlink(sub)
             os.rename(real, sub)
             swaps += 1
+            swapping.set()
             time.sleep(0)  # a moment with the real folder in place
 
     thread = threading.Thread(target=swap, daemon=True)
     thread.start()
+    assert swapping.wait(10)  # the race is on before the first Read (a new thread may lag)
     ctx = context(repo)
     try:
         answers = []
