@@ -200,6 +200,58 @@ def test_create_with_output_dir(tmp_path: Path) -> None:
     assert oct(os.stat(task.output_path).st_mode & 0o777) == oct(0o600)
 
 
+def test_an_output_file_is_kept_as_text_and_read_as_a_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thousand background children share one folder: each task keeps its output file as
+    text (no ``pathlib`` join, no ``Path`` object per task); ``output_path`` reads it as a
+    ``Path``, and setting it sets the text."""
+    registry = TaskRegistry()
+    directory = tmp_path / "tasks"
+    joins: list[object] = []
+    join = Path.__truediv__
+    monkeypatch.setattr(Path, "__truediv__", lambda self, key: joins.append(key) or join(self, key))
+    tasks = [
+        registry.create(
+            "local_agent", description="x", owner_agent_id="m", session_id="s", output_dir=directory
+        )
+        for _ in range(3)
+    ]
+    assert joins == []
+    monkeypatch.undo()
+    for task in tasks:
+        assert task.output_file == f"{directory}/{task.id}.output"
+        assert task.output_path == directory / f"{task.id}.output"
+        assert stat.S_IMODE(os.stat(task.output_file).st_mode) == 0o600
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    moved = tasks[0]
+    moved.output_path = tmp_path / "elsewhere.output"
+    assert moved.output_file == str(tmp_path / "elsewhere.output")
+    moved.output_path = None
+    assert moved.output_file is None and moved.output_path is None
+    root_task = TaskRegistry().create(
+        "local_bash", description="x", owner_agent_id="m", session_id="s"
+    )
+    assert root_task.output_file is None and root_task.output_path is None
+
+
+def test_a_removed_output_folder_is_made_again(tmp_path: Path) -> None:
+    """The folder is made private once per process; removed since, it is made again (0700)."""
+    registry = TaskRegistry()
+    directory = tmp_path / "tasks"
+    first = registry.create(
+        "local_agent", description="x", owner_agent_id="m", session_id="s", output_dir=directory
+    )
+    assert first.output_path is not None
+    first.output_path.unlink()
+    directory.rmdir()
+    second = registry.create(
+        "local_agent", description="x", owner_agent_id="m", session_id="s", output_dir=directory
+    )
+    assert second.output_path is not None and second.output_path.exists()
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+
+
 def test_eviction_after_grace() -> None:
     clock = FakeClock()
     registry = TaskRegistry(evict_grace_s=30, clock=clock)

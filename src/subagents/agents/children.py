@@ -34,7 +34,7 @@ from subagents.agents.notifications import notification_id, render_notification
 from subagents.agents.results import launched_output, notice_for
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.supervision import Supervisor, append_output
-from subagents.agents.tasks import TaskOutputError, TaskRegistry, TaskState, open_output_file
+from subagents.agents.tasks import TaskOutputError, TaskRegistry, TaskState, create_output_file
 from subagents.events import NotificationEvent, SystemEvent, discard
 from subagents.loop.inbox import Inbox, InboxItem
 from subagents.loop.query import LoopStats
@@ -152,12 +152,11 @@ class Children:
         child.move_to_background()
         run = child.run
         try:
-            child.state.output_path = open_output_file(self.tasks_dir, run.agent_id)
+            child.state.output_file = create_output_file(self.tasks_dir, run.agent_id)
         except TaskOutputError:
             log.exception("no output file for auto-backgrounded %s", run.agent_id)
         if self.records is not None:
-            output = child.state.output_path
-            durability.backgrounded(self.records, run.agent_id, str(output) if output else None)
+            durability.backgrounded(self.records, run.agent_id, child.state.output_file)
         self.supervisor.watch(child, self.finalize)
         return launched_output(child, auto=True)
 
@@ -177,8 +176,8 @@ class Children:
         self.runtime.running_children -= 1
         self.inboxes.pop(agent_id, None)
         status, error = child.settle()
-        if state.output_path is not None:
-            append_output(state.output_path, f"\n{run.result_text}\n" if run.result_text else "")
+        if state.output_file is not None:
+            append_output(state.output_file, f"\n{run.result_text}\n" if run.result_text else "")
         state.extra["stats"] = run.summary()
         for callback in self.on_finalized:
             callback(run, state)

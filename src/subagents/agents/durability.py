@@ -128,7 +128,7 @@ def build_record(
         "created_at": now,
         "last_active_at": now,
         "process": identity,
-        "output_path": str(state.output_path) if state.output_path else None,
+        "output_path": state.output_file,
         "transcript_path": str(job.transcript) if job.transcript else None,
         "worktree": _worktree_record(job.worktree),
     }

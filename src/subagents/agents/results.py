@@ -72,7 +72,7 @@ def launched_output(child: Child, *, auto: bool) -> ToolOutput:
         "agentId": agent_id,
         "description": run.description,
         "prompt": run.prompt,
-        "outputFile": str(state.output_path),
+        "outputFile": str(state.output_file),
         "canReadOutputFile": can_read,
     }
     lead = (
@@ -84,7 +84,7 @@ def launched_output(child: Child, *, auto: bool) -> ToolOutput:
         f"{lead}\nagentId: {agent_id}\n"
         "You will be notified automatically when it completes; do not poll. "
         f"Use TaskOutput(task_id={agent_id!r}) only if you need its full result, "
-        f"or TaskStop to stop it. Its output file: {state.output_path}"
+        f"or TaskStop to stop it. Its output file: {state.output_file}"
     )
     return ToolOutput(content=text, metadata=payload)
 
@@ -118,7 +118,7 @@ def notice_for(child: Child) -> AgentNotice:
         "status": state.status,
         "result": run.result_text,
         "error": state.error,
-        "output_file": str(state.output_path) if state.output_path else None,
+        "output_file": state.output_file,
         "tool_uses": stats.tool_use_count,
         "total_tokens": stats.usage.total,
         "duration_ms": run.duration_ms,

@@ -97,7 +97,7 @@ class _Ended:
 
 
 def _write_progress(child: Child) -> None:
-    path = child.state.output_path
+    path = child.state.output_file
     if path is None:
         return
     stats = child.run.stats
@@ -108,7 +108,7 @@ def _write_progress(child: Child) -> None:
     append_output(path, line)
 
 
-def append_output(path: Path, text: str) -> None:
+def append_output(path: str | Path, text: str) -> None:
     """Append to a task's output file (never through a symlink); a vanished file is skipped."""
     if not text:
         return

@@ -47,6 +47,7 @@ __all__ = [
     "TerminalListener",
     "UnknownTaskError",
     "create_output_fd",
+    "create_output_file",
     "is_terminal",
     "open_output_file",
 ]
@@ -71,6 +72,9 @@ _READY_DIRS: set[Path] = set()
 """Output directories made private (0700) by this process. A thousand background children
 share one directory: checking it once, not with a ``stat`` per child, and relying on the open's
 ENOENT if it was removed since, saves a system call per child."""
+_last_ready: list[tuple[Path, str]] = []
+"""The directory ``_ready_dir`` made ready last and its text: a thousand children
+share one ``Path`` object, so the set look-up (a ``Path`` hash) and ``str`` happen once."""
 _OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -105,7 +109,9 @@ class TaskState:
     """Wall-clock times (``time.time()``), for display and durable records."""
     started_at: float | None = None
     ended_at: float | None = None
-    output_path: Path | None = None
+    output_file: str | None = None
+    """The output file's path as text (what records, notices and appends use); read it as a
+    ``Path`` through ``output_path``."""
     result: str | None = None
     error: str | None = None
     notified: bool = False
@@ -118,6 +124,17 @@ class TaskState:
     @property
     def terminal(self) -> bool:
         return is_terminal(self.status)
+
+    @property
+    def output_path(self) -> Path | None:
+        """The output file (None: the task has none), a new ``Path`` at each read. Kept as
+        text: a ``pathlib`` join and its ``str`` cost a background child ~15 k instructions
+        and two tracked objects, and the hot readers want the text anyway."""
+        return None if self.output_file is None else Path(self.output_file)
+
+    @output_path.setter
+    def output_path(self, path: Path | None) -> None:
+        self.output_file = None if path is None else os.fspath(path)
 
 
 KillFn = Callable[[TaskState], Awaitable[None]]
@@ -163,14 +180,14 @@ class TaskRegistry:
         if task_id is not None and (not ids.is_valid_id(task_id) or task_id in self._tasks):
             raise ValueError(f"task id {task_id!r} is malformed or already registered")
         task_id = task_id or self._fresh_id(type)
-        output_path = open_output_file(output_dir, task_id) if output_dir is not None else None
+        output = create_output_file(output_dir, task_id) if output_dir is not None else None
         task = TaskState(
             id=task_id,
             type=type,
             description=description,
             owner_agent_id=owner_agent_id,
             session_id=session_id,
-            output_path=output_path,
+            output_file=output,
         )
         self._tasks[task_id] = task
         return task
@@ -313,12 +330,15 @@ def create_output_fd(directory: Path, task_id: str, *, append: bool = False) -> 
     ``O_EXCL`` refuses any existing file and ``O_NOFOLLOW`` any symlink, dangling or not, so a
     link planted at a predicted path is never written through. The directory is made 0700.
     """
+    path, fd = _create_output(directory, task_id, append=append)
+    return Path(path), fd
+
+
+def _create_output(directory: Path, task_id: str, *, append: bool) -> tuple[str, int]:
+    """``create_output_fd`` with the path as text."""
     if not ids.is_valid_id(task_id):
         raise TaskOutputError(f"Invalid task id for an output file: {task_id!r}")
-    if directory not in _READY_DIRS:
-        ensure_private_dir(directory)
-        _READY_DIRS.add(directory)
-    path = directory / f"{task_id}.output"
+    path = f"{_ready_dir(directory)}{task_id}.output"
     flags = _OUTPUT_FLAGS | (os.O_APPEND if append else 0)
     try:
         try:
@@ -328,7 +348,7 @@ def create_output_fd(directory: Path, task_id: str, *, append: bool = False) -> 
             ensure_private_dir(directory)
             fd = os.open(path, flags, 0o600)
     except FileExistsError as exc:
-        kind = "a symlink" if path.is_symlink() else "an existing file"
+        kind = "a symlink" if os.path.islink(path) else "an existing file"
         raise TaskOutputError(
             f"Refusing to create task output file {path}: {kind} is already there"
         ) from exc
@@ -337,8 +357,28 @@ def create_output_fd(directory: Path, task_id: str, *, append: bool = False) -> 
     return path, fd
 
 
-def open_output_file(directory: Path, task_id: str) -> Path:
-    """Create a task's empty output file safely (see ``create_output_fd``); returns its path."""
-    path, fd = create_output_fd(directory, task_id)
+def _ready_dir(directory: Path) -> str:
+    """``directory`` made private (0700) once per process (``_READY_DIRS``), as text ending
+    in ``/``."""
+    if _last_ready and _last_ready[0][0] is directory:
+        return _last_ready[0][1]
+    if directory not in _READY_DIRS:
+        ensure_private_dir(directory)
+        _READY_DIRS.add(directory)
+    text = os.fspath(directory)
+    text = text if text.endswith("/") else f"{text}/"
+    _last_ready[:] = [(directory, text)]
+    return text
+
+
+def create_output_file(directory: Path, task_id: str) -> str:
+    """Create a task's empty output file safely (see ``create_output_fd``); returns its path
+    as text (``TaskState.output_file``)."""
+    path, fd = _create_output(directory, task_id, append=False)
     os.close(fd)
     return path
+
+
+def open_output_file(directory: Path, task_id: str) -> Path:
+    """``create_output_file``, its path as a ``Path``."""
+    return Path(create_output_file(directory, task_id))

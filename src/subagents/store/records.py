@@ -437,19 +437,30 @@ def changed_record(
         )
         if frozen:
             raise InvalidRecordError(f"{_where(record)}: field(s) {frozen} cannot change")
-    status = changes.get("status", record.status)
-    if record.is_terminal and status != record.status:
+    current = record.status
+    status = changes.get("status", current)
+    was_terminal = current in TERMINAL_STATUSES
+    if was_terminal and status != current:
         raise TerminalStatusError(
-            f"agent {record.agent_id} is {record.status} (terminal); refusing status {status!r}"
+            f"agent {record.agent_id} is {current} (terminal); refusing status {status!r}"
         )
     updates = dict(changes)
-    if status in TERMINAL_STATUSES and not record.is_terminal and "ended_at" not in updates:
+    if status in TERMINAL_STATUSES and not was_terminal and "ended_at" not in updates:
         updates["ended_at"] = now
-    if type(record) is SidecarRecord and all(
-        name in _PLAIN_VALUE and _PLAIN_VALUE[name](value) for name, value in updates.items()
-    ):
+    if type(record) is SidecarRecord and _all_plain(updates):
         return _plain_update(record, updates, changes)
     return _checked_update(record, updates, changes)
+
+
+def _all_plain(updates: dict[str, Any]) -> bool:
+    """Every value is in the form a read gives back (``_PLAIN_VALUE``). A loop, not ``all()``
+    over a generator: a generator's frame is resumed once per field."""
+    plain = _PLAIN_VALUE
+    for name, value in updates.items():
+        check = plain.get(name)
+        if check is None or not check(value):
+            return False
+    return True
 
 
 def _where(record: SidecarRecord) -> str:
@@ -462,9 +473,10 @@ def _plain_update(
 ) -> tuple[SidecarRecord, dict[str, Any]]:
     """``_checked_update`` for values already in the form a read gives back: the same record,
     without the round trip through JSON-shaped dicts (a terminal update spent ~18 µs there)."""
-    updated = object.__new__(SidecarRecord)  # ``replace`` without re-running ``__init__``
-    updated.__dict__.update(record.__dict__)
-    updated.__dict__.update(updates)
+    fields = record.__dict__.copy()  # ``replace`` without re-running ``__init__``
+    fields.update(updates)
+    updated = object.__new__(SidecarRecord)
+    object.__setattr__(updated, "__dict__", fields)  # (half the cost of two updates)
     try:
         data = updated.to_dict()  # as the checked path: a record that cannot be written is refused
     except (AttributeError, TypeError) as exc:
@@ -567,10 +579,10 @@ def _plain_result(value: Any) -> bool:
 def _plain_stats(value: Any) -> bool:
     if type(value) is not RunStats or type(value.usage) is not TokenUsage:
         return False
-    usage = value.usage
     cost = value.cost_usd
-    if type(cost) is not float or not 0 <= cost < float("inf"):  # NaN fails too
+    if type(cost) is not float or not 0 <= cost < _INFINITY:  # NaN fails too
         return False
+    usage = value.usage
     counts = (
         value.num_turns,
         value.total_tool_use_count,
@@ -581,11 +593,15 @@ def _plain_stats(value: Any) -> bool:
         usage.cache_creation_input_tokens,
         usage.cache_read_input_tokens,
     )
-    # Each an exact int >= 0, without a Python call per counter (a terminal write checks eight).
-    return set(map(type, counts)) == _INT_ONLY and min(counts) >= 0
+    # Each an exact int >= 0: a plain loop, not ``all()`` over a generator (a frame resumed
+    # per counter) nor ``set(map(type, ...))`` and ``min`` (two passes): ~3 k instructions less.
+    for count in counts:  # noqa: SIM110
+        if type(count) is not int or count < 0:
+            return False
+    return True
 
 
-_INT_ONLY = {int}
+_INFINITY = float("inf")
 
 
 _WORKTREE_OUTCOMES = get_args(WorktreeOutcome)
