@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from cli_helpers import run_cli, write_script
 
@@ -195,14 +196,13 @@ print(json.dumps(out))
 """
 
 
-def _probe(tmp_path: Path, code: str, *args: str) -> list[object]:
+def _probe(tmp_path: Path, code: str, *args: str) -> Any:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env |= {"SUBAGENTS_HOME": str(tmp_path / "home"), "SUBAGENTS_CODEGEN_CACHE": "1"}
     ran = subprocess.run(
         [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True
     )
-    result: list[object] = json.loads(ran.stdout)
-    return result
+    return json.loads(ran.stdout)
 
 
 def test_regular_expressions_come_from_the_cache_and_match_as_compiled(tmp_path: Path) -> None:
@@ -259,3 +259,104 @@ def _parts_of(text: str) -> object:
     )
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
     return marshal.loads(ran.stdout)
+
+
+INIT_PROBE = """
+import dataclasses, importlib, json, pkgutil, re, sys, typing
+from dataclasses import KW_ONLY, InitVar, dataclass, field
+if sys.argv[1] == "installed":
+    from subagents.cli import codegen_cache
+    codegen_cache.install()
+import subagents
+
+for info in pkgutil.walk_packages(subagents.__path__, "subagents."):
+    if ".tui" in info.name or ".testing" in info.name or info.name.endswith("__main__"):
+        continue
+    try:
+        importlib.import_module(info.name)
+    except Exception:  # an optional dependency: its dataclasses are not compared
+        pass
+
+
+@dataclass
+class Plain:
+    a: int
+    b: str = "b"
+    c: list[int] = field(default_factory=list)
+    d: int = field(default=3, init=False)
+    e: int = field(default_factory=int, init=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrozenSlots:
+    a: int
+    b: int = 2
+    c: int = field(default=3, init=False)
+
+
+@dataclass
+class Marked:
+    a: int
+    _: KW_ONLY
+    b: int = 1
+    seed: InitVar[int] = 0
+    shared: typing.ClassVar[int] = 5
+    def __post_init__(self, seed):
+        pass
+
+
+@dataclass
+class SelfNamed:
+    self: int
+    other: "InitVar[str]" = "x"
+    def __post_init__(self_, other):
+        pass
+
+
+ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+shown = lambda value: ADDRESS.sub("", repr(value))
+out = {}
+for name, module in sorted(sys.modules.items()):
+    for cls in list(vars(module).values()):
+        if not isinstance(cls, type) or cls.__module__ != name or "__init__" not in vars(cls):
+            continue
+        if not dataclasses.is_dataclass(cls):
+            continue
+        init = cls.__init__
+        code = init.__code__
+        out[f"{name}.{cls.__qualname__}"] = [
+            code.co_code.hex(), shown(code.co_consts), code.co_names, code.co_varnames,
+            code.co_freevars, code.co_argcount, code.co_kwonlyargcount,
+            shown(init.__defaults__), shown(init.__kwdefaults__), shown(init.__annotations__),
+            [shown(cell.cell_contents) for cell in init.__closure__ or ()], init.__qualname__,
+        ]
+cache = sys.modules.get("subagents.cli.codegen_cache")
+installed = cache._installed if cache else None
+print(json.dumps({"classes": out, "compiled": installed and installed.compiled}))
+if installed:
+    cache.save()
+"""
+
+
+def test_every_dataclass_init_is_made_the_same_from_remembered_texts(tmp_path: Path) -> None:
+    """``install`` serves ``dataclasses``' ``__init__`` texts by the fields' shape
+    (``cli/dataclass_init.py``): every dataclass of the runtime and a few of every kind
+    (defaults, factories, ``init=False``, frozen with slots, ``KW_ONLY``, ``InitVar``, a
+    ClassVar, a field named ``self``) gets the same ``__init__`` — code, defaults, annotations,
+    closure values — as without it, made fresh and then from the cache."""
+    plain = subprocess.run(
+        [sys.executable, "-c", INIT_PROBE, "plain"],
+        env={**os.environ, "SUBAGENTS_CODEGEN_CACHE": "0"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    expected = json.loads(plain.stdout)["classes"]
+    first = _probe(tmp_path, INIT_PROBE, "installed")
+    second = _probe(tmp_path, INIT_PROBE, "installed")
+
+    assert len(expected) > 150
+    for made in (first, second):
+        assert isinstance(made, dict)
+        assert made["classes"] == expected
+    assert isinstance(second, dict) and second["compiled"] == 0  # every text from the cache
+    _, entries = marshal.loads((tmp_path / "home" / CACHE).read_bytes())
+    assert sum(1 for key in entries if type(key) is tuple and key[0] == "init") > 150

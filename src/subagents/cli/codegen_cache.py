@@ -39,6 +39,10 @@ pure function of the text, so ``install()`` also gives ``dataclasses`` a stand-i
 pattern whose ``match`` remembers its answer per text (``_RememberedMatch``); what ``_is_type``
 then does with it (which module, which name) is unchanged.
 
+And ``dataclasses``' ``__init__`` texts: on CPython 3.11, ``install()`` also replaces
+``dataclasses._init_fn`` with one that keeps each text by the fields' shape
+(``cli/dataclass_init.py``), so a known shape skips assembling it line by line.
+
 Trust: a cache entry is code this process runs, so the file is read only if it is a regular file
 (not a symlink), owned by this user and writable by nobody else, in the private state folder
 (``~/.subagents/cache``, mode 0700), and it is tagged with the interpreter's bytecode magic
@@ -63,6 +67,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, cast
 
+from subagents.cli import dataclass_init
+from subagents.cli.dataclass_init import InitTexts
 from subagents.state import ensure_private_dir, subagents_home
 
 MAX_CACHE_BYTES: Final = 16 << 20
@@ -75,13 +81,14 @@ _SRE: Final = sys.modules["_sre"]  # the regular expression engine; ``re`` impor
 _TAG: Final = (b"subagents-codegen-2", importlib.util.MAGIC_NUMBER, _SRE.MAGIC)
 
 
-Key = str | tuple[str, str] | tuple[str, str | bytes, int]
-"""An ``exec``'d text, ``("eval", text)`` for an expression, or ``("re", pattern, flags)``."""
+Key = str | tuple[str, str] | tuple[str, str | bytes, int] | tuple[object, ...]
+"""An ``exec``'d text, ``("eval", text)`` for an expression, ``("re", pattern, flags)``, or
+``("init", …)``: a dataclass ``__init__``'s shape (``cli/dataclass_init.py``)."""
 
 RegexParts = tuple[int, list[int], int, dict[str, int], tuple[str | None, ...]]
 """``_sre.compile``'s arguments after the pattern: flags, code, groups, group index, names."""
 
-Entry = types.CodeType | RegexParts
+Entry = types.CodeType | RegexParts | str
 
 _REGEX_WARNS: Final = ("[[", "--", "&&", "~~", "||", "(?(")
 """Texts near which ``re._parser`` may warn (sets, numbered group conditions)."""
@@ -94,6 +101,7 @@ class _Cache:
         self.used: dict[Key, Entry] = {}
         self.compiled = 0
         self.regex_compile: Callable[[Any, int], re.Pattern[Any]] | None = None
+        self.init_texts: InitTexts | None = None
 
     def code(self, key: Key, source: str, mode: str) -> types.CodeType:
         code = self.entries.get(key)
@@ -131,8 +139,22 @@ class _Cache:
     def exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
         """``exec`` as ``dataclasses`` calls it (no ``__future__`` flags there to inherit)."""
         if type(source) is str:
+            if self.init_texts is not None:
+                self.init_texts.note(source)
             source = self.code(source, source, "exec")
         builtins.exec(source, globals, locals)
+
+    def init_text(self, shape: Key) -> str | None:
+        """A remembered ``__init__`` text (``cli/dataclass_init.py``)."""
+        text = self.entries.get(shape)
+        if type(text) is not str:
+            return None
+        self.used[shape] = text
+        return text
+
+    def remember_init(self, shape: Key, text: str) -> None:
+        self.used[shape] = text
+        self.compiled += 1
 
     def eval(self, source: Any, globals: Any = None, locals: Any = None, /) -> Any:
         """``eval`` as ``collections.namedtuple`` calls it: a string is stripped of leading
@@ -182,6 +204,10 @@ def install() -> None:
     pattern = getattr(dataclasses, "_MODULE_IDENTIFIER_RE", None)
     if isinstance(pattern, re.Pattern):  # a Python without it keeps its own
         dataclasses._MODULE_IDENTIFIER_RE = _RememberedMatch(pattern)  # type: ignore[attr-defined]
+    if dataclass_init.applies():
+        texts = InitTexts(_installed.init_text, _installed.remember_init, _installed.exec)
+        _installed.init_texts = texts
+        dataclasses._init_fn = texts.init_fn  # type: ignore[attr-defined]
     compiler, parser = sys.modules.get("re._compiler"), sys.modules.get("re._parser")
     if compiler is not None and parser is not None and hasattr(compiler, "_code"):
         _installed.regex_compile = compiler.compile  # 3.11's re; another keeps its own
@@ -283,6 +309,8 @@ def _is_entry(key: object, entry: object) -> bool:
         return False
     if len(key) == 2:
         return key[0] == "eval" and type(key[1]) is str and type(entry) is types.CodeType
+    if key[0] == "init":
+        return len(key) == 8 and type(entry) is str
     return (
         len(key) == 3
         and key[0] == "re"
