@@ -15,7 +15,11 @@ ideal critical path ``(K + 2) * L``, and beside them the floors —
 * ``raw httpx``: the ``httpx`` client the SDKs are built on making the same requests (the
   bodies our runtime sends, recorded from one run), same concurrency, each stream read to its end
   and nothing parsed — what the SDKs' own HTTP layer costs before any SDK code;
-* ``raw lean HTTP``: our HTTP client (``models/_http.py``) doing the same, no SSE decoding.
+* ``raw lean HTTP``: our HTTP client (``models/_http.py``) doing the same, each body read as
+  ``respond`` reads it (``Response.each``, de-chunked), no SSE decoding;
+* ``bare protocol``: the least an ``asyncio.Protocol`` client does for the same exchanges (the
+  request written from ready bytes, the reply kept unparsed until its last chunk) — the floor
+  under any HTTP client on this event loop.
 
 Run: ``python bench/http_bench.py`` (both providers, both transports, L = 0 and 20 ms) or e.g.
 ``python bench/http_bench.py --provider anthropic --transport lean --latency 20 --json``.
@@ -178,8 +182,8 @@ def measure_runtime(
     )
 
 
-def recorded_bodies(provider: str, n: int, k: int) -> list[bytes]:
-    """The request bodies one lean run sends, in arrival order (``--record`` of the server)."""
+def recorded_bodies(provider: str, n: int, k: int) -> Bodies:
+    """The request bodies one lean run sends (``--record`` of the server), split."""
     with tempfile.TemporaryDirectory(prefix="bodies-", dir=bench_dir()) as tmp:
         record = Path(tmp) / "bodies.jsonl"
         server = ReplayProcess(n, k, 0, record=record)
@@ -195,17 +199,27 @@ def recorded_bodies(provider: str, n: int, k: int) -> list[bytes]:
             asyncio.run(one())
         finally:
             server.close()
-        return [line.encode() for line in record.read_text().splitlines()]
+        return split_bodies([line.encode() for line in record.read_text().splitlines()])
 
 
 Exchange = Callable[[bytes], Awaitable[None]]
 
 
-async def fanout_requests(exchange: Exchange, bodies: list[bytes], n: int, k: int) -> None:
+Bodies = tuple[list[bytes], list[bytes]]
+"""A recorded run's request bodies: the coordinator's, the workers'."""
+
+
+def split_bodies(bodies: list[bytes]) -> Bodies:
+    """Once per bench, not inside a measured run (scanning ~500 bodies of ~20 KB for the
+    coordinator's tool was ~18 k instructions per call of the floors)."""
+    coordinator = [b for b in bodies if b'"Agent"' in b]
+    return coordinator, [b for b in bodies if b'"Agent"' not in b]
+
+
+async def fanout_requests(exchange: Exchange, bodies: Bodies, n: int, k: int) -> None:
     """The fan-out's request pattern: coordinator, N children of K sequential calls, coordinator;
     each child sends the bodies a child sent in the recorded run."""
-    coordinator = [b for b in bodies if b'"Agent"' in b]
-    workers = [b for b in bodies if b'"Agent"' not in b]
+    coordinator, workers = bodies
 
     async def child(index: int) -> None:
         for turn in range(k):
@@ -239,8 +253,7 @@ def lean_exchange(url: str, path: str) -> tuple[Exchange, Callable[[], Awaitable
     async def exchange(body: bytes) -> None:
         response = await client.post(origin, path, headers, body)
         try:
-            async for _piece in response.body():
-                pass
+            await response.each(len)  # as ``respond`` reads it, the pieces dropped
         finally:
             response.close()
 
@@ -305,7 +318,7 @@ EXCHANGES = {
 
 
 def measure_floor(
-    provider: str, what: str, bodies: list[bytes], n: int, k: int, latency_ms: int, runs: int
+    provider: str, what: str, bodies: Bodies, n: int, k: int, latency_ms: int, runs: int
 ) -> Row:
     server = ReplayProcess(n, k, latency_ms)
     calls = n * k + 2
@@ -390,7 +403,7 @@ def instructions_inside(provider: str, what: str, n: int, k: int, runs: int) -> 
     """Inside valgrind (``--instructions``): a warm-up fan-out, then ``runs`` counted ones
     (callgrind counts only inside ``functools.reduce``); prints the model calls."""
     server = ReplayProcess(n, k, 0)
-    bodies = recorded_bodies(provider, n, k) if what in EXCHANGES else []
+    bodies = recorded_bodies(provider, n, k) if what in EXCHANGES else ([], [])
     try:
 
         def one(calls: int, _: int) -> int:
@@ -472,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(count_calls(provider, transport, args.n, args.k, latency), flush=True)
         return 0
     for provider in providers:
-        bodies = [] if args.no_floors else recorded_bodies(provider, args.n, args.k)
+        bodies = ([], []) if args.no_floors else recorded_bodies(provider, args.n, args.k)
         for latency in args.latency or [0, 20]:
             rows = [
                 measure_runtime(provider, t, args.n, args.k, latency, args.runs) for t in transports

@@ -9,10 +9,14 @@ fast path can never read a framing differently.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
+import orjson
 import pytest
 
 from subagents.models import _http, _sse
+from subagents.models import openai as openai_module
+from subagents.models.openai import ChunkAssembler
 
 
 def _chunked(pieces: list[bytes], *, extension: bool = False, trailer: bool = False) -> bytes:
@@ -167,3 +171,114 @@ def test_the_end_of_a_stream_completes_only_a_record_it_ends(
         decoder = _sse.SSEDecoder()
         events = decoder.feed(stream[:cut]) + decoder.feed(stream[cut:])
         assert events + decoder.flush() == [(None, b"1"), *last], cut
+
+
+# --- response heads: the C-level header passes against a line-by-line reading
+
+
+def _head_by_lines(buffer: bytes) -> tuple[int, dict[str, str], bytes]:
+    end = buffer.find(b"\r\n\r\n")
+    lines = buffer[:end].decode("latin-1").split("\r\n")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(lines[0].partition(" ")[2][:3]), headers, buffer[end + 4 :]
+
+
+def test_response_heads_are_read_as_a_line_by_line_reading_reads_them() -> None:
+    """Names lower-cased and stripped, values stripped, a line without a colon a name with an
+    empty value, a repeated name's last value, bare CRs and LFs inside lines, non-ASCII."""
+    rng = random.Random(5)
+    pieces = ["a", "B", ":", " ", "\t", "X-Y", "\r\n", "7", ": ", "::", "\r", "\n", "é"]
+    for _ in range(3000):
+        head = "HTTP/1.1 200 OK" + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        raw = head.encode() + b"\r\n\r\nbody"
+        buffer = bytearray(raw)
+        status, headers, rest = _head_by_lines(raw)
+        assert _http._parse_head(buffer, eof=False) == (status, headers), head
+        assert buffer == rest
+    assert _http._parse_head(bytearray(b"HTTP/1.1 204 No Content\r\n\r\n"), eof=False) == (204, {})
+    assert _http._parse_head(bytearray(b"HTTP/1.1 200 OK\r\nA: b\r\n"), eof=False) is None
+    with pytest.raises(_http.HTTPTransportError, match="without a response"):
+        _http._parse_head(bytearray(b"HTTP/1.1 200 OK\r\nA: b\r\n"), eof=True)
+    with pytest.raises(_http.HTTPTransportError, match=r"not an HTTP/1\.x response"):
+        _http._parse_head(bytearray(b"SSH-2.0\r\n\r\n"), eof=False)
+
+
+# --- OpenAI chunks: the skipped opening against the whole chunk parsed
+
+
+def _openai_chunks(name: str) -> list[bytes]:
+    body = (Path(__file__).resolve().parents[2] / "bench" / "recorded" / name).read_bytes()
+    return [e[1] for e in _sse.SSEDecoder().feed(body) if e[1] != b"[DONE]"]
+
+
+def _state(assembler: ChunkAssembler) -> object:
+    calls = {i: (c.id, c.name, "".join(c.arguments)) for i, c in assembler.calls.items()}
+    return ("".join(assembler.text), calls, assembler.finish_reason, assembler.usage)
+
+
+def _fed(chunks: list[bytes], *, whole: bool) -> object:
+    """What an assembler makes of ``chunks``: through ``feed_events`` (the skip), or each
+    chunk parsed whole; ``"not JSON"`` when the stream is refused."""
+    assembler = ChunkAssembler()
+    try:
+        if whole:
+            for data in chunks:
+                assembler.feed(orjson.loads(data))
+        else:
+            assembler.feed_events([(None, data) for data in chunks])
+    except (orjson.JSONDecodeError, _http.HTTPTransportError):
+        return "not JSON"
+    return _state(assembler)
+
+
+@pytest.mark.parametrize("name", ["openai_tool_call.sse", "openai_text.sse"])
+def test_openai_chunks_read_with_their_opening_skipped_as_when_parsed_whole(name: str) -> None:
+    chunks = _openai_chunks(name)
+    assembler = ChunkAssembler()
+    assembler.feed_events([(None, data) for data in chunks])
+    opening = chunks[0][: chunks[0].find(b'"choices":')]
+    assert assembler.skip == opening and len(opening) > 100  # the skip is taken
+    assert _state(assembler) == _fed(chunks, whole=True)
+    first, later = chunks[0], chunks[1:]
+    for index, data in enumerate(later):
+        rest = data[len(opening) :]
+        variants = [data[:cut] for cut in range(len(opening), len(data))]
+        variants += [
+            opening + b" " + rest,
+            opening + b"}",
+            opening + b'"usage":null}',
+            opening + b'"choices":[],' + rest,
+            opening + rest + b"x",
+            opening[:-1] + b" ," + rest,
+            opening + rest.replace(b'"index":0', b'"index":00', 1),
+            opening + rest.replace(b"null", b"nul", 1),
+            opening + b'"\xff":1,' + rest,
+        ]
+        for variant in variants:
+            stream = [first, *later[:index], variant]
+            assert _fed(stream, whole=False) == _fed(stream, whole=True), variant
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        b'{"usage":null,"choices":[]}',  # a member this reads, before choices
+        b'{"id":"a","usage":{"prompt_tokens":1},"choices":[]}',
+        b'{"choices":[],"id":"a"}',  # nothing before choices
+        b'{"a":{"b":1,"choices":2},"choices":[]}',  # a nested key found first
+        b'{,"choices":[]}',  # no member: a lone comma
+        b'{"error":{"message":"m"},"choices":[]}',
+    ],
+)
+def test_an_opening_that_cannot_be_proven_is_not_skipped(chunk: bytes) -> None:
+    """(A ``"choices":`` inside a string cannot follow a bare comma: its quote is escaped.)"""
+    assert openai_module._skippable(chunk) == b""
+    assembler = ChunkAssembler()
+    try:
+        assembler.feed_events([(None, chunk)])
+    except Exception:  # an error chunk fails the call, as parsed whole
+        pass
+    assert not assembler.skip

@@ -180,12 +180,14 @@ def cached_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """The history with a breakpoint on the last cacheable block of the last message.
 
     Thinking blocks cannot carry ``cache_control``, and an empty text cannot be cached, so the
-    breakpoint goes on the last block that can take it.
+    breakpoint goes on the last block that can take it. Only the last message is copied (the
+    others are sent as they are, and nothing changes them): copying every message of a long
+    history was a share of each call.
     """
-    out: list[dict[str, Any]] = [dict(m) for m in messages]
+    out = cast(list[dict[str, Any]], list(messages))
     if not out:
         return out
-    last = out[-1]
+    last = out[-1] = dict(out[-1])
     content = last["content"]
     blocks: list[dict[str, Any]] = (
         [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
@@ -225,7 +227,8 @@ class StreamAssembler:
     def feed_events(self, events: list[SSEEvent]) -> list[str]:
         """SSE records; returns the texts to show live. Like the SDK: unnamed records and pings
         are skipped, an ``error`` record ends the stream with the error it carries. A text
-        delta, most of a stream, is applied here without a call per event."""
+        delta, most of a stream, is applied here without a call per event, and so is a tool
+        input's delta after its block's first (whose block and piece list then exist)."""
         shown: list[str] = []
         for name, data in events:
             if name is None or name == "ping" or not data:
@@ -238,8 +241,13 @@ class StreamAssembler:
                 raise not_json(data) from None
             if event.get("type") == "content_block_delta":
                 index, delta = event["index"], event["delta"]
-                if delta.get("type") != "text_delta":
-                    self._apply_delta(index, delta)
+                kind = delta.get("type")
+                if kind != "text_delta":
+                    json_pieces = self.partial_json.get(index)
+                    if kind == "input_json_delta" and json_pieces is not None:
+                        json_pieces.append(delta["partial_json"])
+                    else:
+                        self._apply_delta(index, delta)
                     continue
                 text = delta["text"]
                 pieces = self.texts.get(index)
@@ -281,11 +289,14 @@ class StreamAssembler:
         for index in {*self.texts, *self.thinking}:
             self._join_text(index)
         # An empty text block is legal in a response but rejected when sent back next turn.
-        content = [
-            cast(ContentBlock, block)
-            for _index, block in sorted(self.blocks.items())
-            if not (block.get("type") == "text" and not block.get("text"))
-        ]
+        content = cast(
+            list[ContentBlock],
+            [
+                block
+                for _index, block in sorted(self.blocks.items())
+                if not (block.get("type") == "text" and not block.get("text"))
+            ],
+        )
         message: Message = {"role": "assistant", "content": content}
         return MessageDone(
             message=message,

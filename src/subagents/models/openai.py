@@ -206,22 +206,42 @@ class _ToolCallSlot:
 
 @dataclass(kw_only=True)
 class ChunkAssembler:
-    """Builds the assistant message from ``chat.completion.chunk``s, each the chunk's JSON."""
+    """Builds the assistant message from ``chat.completion.chunk``s, each the chunk's JSON.
+
+    Every chunk of a stream opens with the same bytes — ``{"id":…,"object":…,"created":…,
+    "model":…,"system_fingerprint":…,`` — ahead of ``"choices"``, about 60 % of a content
+    chunk, none of it read here. ``skip`` holds that opening once proven (``_skippable``), and
+    a chunk starting with exactly those bytes and then a key is parsed from ``{`` + the rest:
+    the same members this reads, valid exactly when the whole chunk is (below). Anything else
+    is parsed whole."""
 
     text: list[str] = field(default_factory=list)
     calls: dict[int, _ToolCallSlot] = field(default_factory=dict)
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
+    skip: bytes | None = None
+    """The proven opening (b"" when the first chunk's could not be proven); None before it."""
 
     def feed_events(self, events: list[SSEEvent]) -> list[str]:
         """SSE records; returns the texts to show live. Like the SDK: ``[DONE]`` ends the
         stream, and a chunk carrying an ``error`` fails the call with it."""
         shown: list[str] = []
+        skip = self.skip
+        size = len(skip) if skip else 0
         for _name, data in events:
             if data[:6] == b"[DONE]":
                 continue
             try:
-                chunk = orjson.loads(data)
+                if size and data[:size] == skip and data[size : size + 1] == b'"':
+                    try:
+                        chunk = orjson.loads(b"{" + data[size:])
+                    except orjson.JSONDecodeError:
+                        chunk = orjson.loads(data)  # raises as the whole chunk would
+                else:
+                    chunk = orjson.loads(data)
+                    if skip is None:  # the first chunk: is its opening provably skippable?
+                        skip = self.skip = _skippable(data)
+                        size = len(skip)
             except orjson.JSONDecodeError:
                 raise not_json(data) from None
             if type(chunk) is dict and chunk.get("error"):
@@ -304,6 +324,33 @@ class ChunkAssembler:
             stop_reason=stop,
             model=model,
         )
+
+
+_READ = frozenset(("choices", "usage", "error"))
+"""The members of a chunk this assembler reads."""
+
+
+def _skippable(chunk: bytes) -> bytes:
+    """The opening of ``chunk`` (a JSON object) before its ``"choices"`` key, when it is
+    proven to be ``{`` and whole members, then a comma, with no member this reads; else b"".
+
+    Why the rest then reads the same: with ``opening[:-1] + b"}"`` a JSON object of at least
+    one member, the parser is, right after ``opening``, inside the outer object expecting a
+    key — exactly where it is after a lone ``{`` when the next byte is a key's quote (which
+    ``feed_events`` checks; it rules out the ``}`` a trailing comma would make invalid). So a
+    chunk ``opening + rest`` is valid JSON exactly when ``{ + rest`` is, and its other members
+    are the same; UTF-8 too, the opening being valid text ending in ASCII. What is skipped
+    holds none of ``_READ``: a repeated key decides nothing this reads."""
+    cut = chunk.find(b'"choices":')
+    if cut < 2 or chunk[cut - 1 : cut] != b",":
+        return b""
+    try:
+        opening = orjson.loads(chunk[: cut - 1] + b"}")
+    except orjson.JSONDecodeError:
+        return b""
+    if type(opening) is not dict or not opening or not _READ.isdisjoint(opening):
+        return b""
+    return chunk[:cut]
 
 
 def map_usage(usage: dict[str, Any]) -> Usage:
