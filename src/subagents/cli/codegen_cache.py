@@ -208,6 +208,7 @@ def install() -> None:
         texts = InitTexts(_installed.init_text, _installed.remember_init, _installed.exec)
         _installed.init_texts = texts
         dataclasses._init_fn = texts.init_fn  # type: ignore[attr-defined]
+        dataclasses._get_field = dataclass_init.get_field  # type: ignore[attr-defined]
     compiler, parser = sys.modules.get("re._compiler"), sys.modules.get("re._parser")
     if compiler is not None and parser is not None and hasattr(compiler, "_code"):
         _installed.regex_compile = compiler.compile  # 3.11's re; another keeps its own
