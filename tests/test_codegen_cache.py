@@ -313,8 +313,29 @@ class SelfNamed:
         pass
 
 
+@dataclass(order=True, frozen=True)
+class Ordered:
+    a: int
+    b: str = ""
+
+
 ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 shown = lambda value: ADDRESS.sub("", repr(value))
+METHODS = ("__init__", "__repr__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__",
+           "__setattr__", "__delattr__", "__hash__")
+
+
+def described(fn):
+    if not callable(fn) or not hasattr(fn, "__code__"):
+        return shown(fn)
+    code = fn.__code__
+    return [
+        code.co_code.hex(), shown(code.co_consts), code.co_names, code.co_varnames,
+        code.co_freevars, code.co_argcount, code.co_kwonlyargcount,
+        shown(fn.__defaults__), shown(fn.__kwdefaults__), shown(fn.__annotations__),
+        [shown(cell.cell_contents) for cell in fn.__closure__ or ()], fn.__qualname__,
+        described(fn.__wrapped__) if hasattr(fn, "__wrapped__") else None,
+    ]
 out = {}
 for name, module in sorted(sys.modules.items()):
     for cls in list(vars(module).values()):
@@ -322,13 +343,8 @@ for name, module in sorted(sys.modules.items()):
             continue
         if not dataclasses.is_dataclass(cls):
             continue
-        init = cls.__init__
-        code = init.__code__
         out[f"{name}.{cls.__qualname__}"] = [
-            code.co_code.hex(), shown(code.co_consts), code.co_names, code.co_varnames,
-            code.co_freevars, code.co_argcount, code.co_kwonlyargcount,
-            shown(init.__defaults__), shown(init.__kwdefaults__), shown(init.__annotations__),
-            [shown(cell.cell_contents) for cell in init.__closure__ or ()], init.__qualname__,
+            {method: described(vars(cls)[method]) for method in METHODS if method in vars(cls)},
             [[f.name, shown(f.type), str(f._field_type), shown(f.default),
               shown(f.default_factory), f.init, f.repr, f.hash, f.compare, shown(f.metadata),
               shown(f.kw_only)] for f in cls.__dataclass_fields__.values()],
@@ -353,19 +369,20 @@ out["errors"] = errors
 cache = sys.modules.get("subagents.cli.codegen_cache")
 installed = cache._installed if cache else None
 new = [k for k in installed.used if k not in installed.entries] if installed else []
-print(json.dumps({"classes": out, "new_inits": sum(1 for k in new if k[0] == "init")}))
+print(json.dumps({"classes": out, "new": sum(1 for k in new if k[0] == "init")}))
 if installed:
     cache.save()
 """
 
 
-def test_every_dataclass_init_is_made_the_same_from_remembered_texts(tmp_path: Path) -> None:
+def test_every_dataclass_is_made_the_same_from_remembered_texts(tmp_path: Path) -> None:
     """``install`` serves ``dataclasses``' ``__init__`` texts by the fields' shape and finds
     fields in one pass (``cli/dataclass_init.py``): every dataclass of the runtime and a few of
     every kind (defaults, factories, ``init=False``, frozen with slots, ``KW_ONLY``,
-    ``InitVar``, a ClassVar, a field named ``self``) gets the same fields and the same
-    ``__init__`` — code, defaults, annotations, closure values — as without it, made fresh and
-    then from the cache; a bad field fails with the same error."""
+    ``InitVar``, a ClassVar, a field named ``self``, ``order=True``) gets the same fields and
+    the same methods — ``__init__``, ``__repr__``, ``__eq__``, the orderings, frozen
+    ``__setattr__``/``__delattr__``, ``__hash__``: code, defaults, annotations, closure values —
+    as without it, made fresh and then from the cache; a bad field fails with the same error."""
     plain = subprocess.run(
         [sys.executable, "-c", INIT_PROBE, "plain"],
         env={**os.environ, "SUBAGENTS_CODEGEN_CACHE": "0"},
@@ -379,7 +396,7 @@ def test_every_dataclass_init_is_made_the_same_from_remembered_texts(tmp_path: P
     for made in (first, second):
         assert isinstance(made, dict)
         assert made["classes"] == expected
-    assert first["new_inits"] > 150
-    assert second["new_inits"] == 0  # every __init__ text came from the cache
+    assert first["new"] > 150
+    assert second["new"] == 0  # every __init__ text came from the cache
     _, entries = marshal.loads((tmp_path / "home" / CACHE).read_bytes())
     assert sum(1 for key in entries if type(key) is tuple and key[0] == "init") > 150
