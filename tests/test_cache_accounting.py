@@ -78,6 +78,31 @@ async def test_a_different_tool_array_or_system_breaks_the_prefix() -> None:
     assert done.usage.cache_read_input_tokens == 400 // 4
 
 
+async def test_a_tool_array_is_told_by_its_schemas_content_in_order() -> None:
+    """Every child gets a list of its own made of shared schema objects: the root is found
+    by content whether the list or its schemas are new objects; order and content matter."""
+    read = ToolSchema(name="Read", description="read", input_schema={"type": "object"})
+    bash = ToolSchema(name="Bash", description="run", input_schema={"type": "object"})
+    model = echo_model()
+    await complete(model, request("a", [user_message("a" * 4000)], tools=[read, bash]))
+    again = [
+        [read, bash],  # the same schemas in a new list
+        [ToolSchema(name="Read", description="read", input_schema={"type": "object"}), bash],
+    ]
+    for index, tools in enumerate(again):
+        done = await complete(model, request(f"b{index}", [user_message("z")], tools=tools))
+        assert done.usage.cache_read_input_tokens == 400 // 4
+    changed = [
+        [bash, read],
+        [read, ToolSchema(name="Bash", description="run!", input_schema={"type": "object"})],
+        [read, ToolSchema(name="Bash", description="run", input_schema={"type": "array"})],
+        [read],
+    ]
+    for index, tools in enumerate(changed):
+        done = await complete(model, request(f"c{index}", [user_message("z")], tools=tools))
+        assert done.usage.cache_read_input_tokens == 0, tools
+
+
 async def test_a_long_new_part_is_cache_creation() -> None:
     model = echo_model()
     long_text = "x" * (CACHE_WRITE_MIN_TOKENS * 4 + 400)

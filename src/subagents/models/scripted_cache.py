@@ -82,8 +82,8 @@ def message_fingerprint(message: Message) -> int:
         return content_hash(message)
 
 
-def tools_fingerprint(tools: list[ToolSchema]) -> int:
-    return content_hash([(t.name, t.description, t.input_schema) for t in tools])
+def schema_fingerprint(tool: ToolSchema) -> int:
+    return content_hash((tool.name, tool.description, tool.input_schema))
 
 
 def content_hash(value: Any) -> int:
@@ -125,7 +125,7 @@ class PrefixCache:
     """Every prefix a model has served, as a tree from each root, and the memoised
     fingerprints of the messages that had to be told apart by content."""
 
-    __slots__ = ("_messages", "_tools", "nodes", "roots")
+    __slots__ = ("_messages", "_schemas", "_tools", "nodes", "roots")
 
     def __init__(self) -> None:
         self.roots: dict[int, Node] = {}
@@ -133,13 +133,17 @@ class PrefixCache:
         """Prefixes in the tree: past ``MEMO_LIMIT`` it starts afresh (as a provider's cache
         expires), so the messages of long-finished agents are not kept forever."""
         self._tools: dict[int, tuple[list[ToolSchema], int]] = {}
+        self._schemas: dict[int, tuple[ToolSchema, int]] = {}
+        """Each tool schema's fingerprint by identity: every child of a type gets a tool list
+        of its own made of the same schema objects (one per tool class), ~17 KB of schemas for
+        a general-purpose child, so a list is fingerprinted from its schemas' memoised ones."""
         self._messages: dict[int, tuple[Message, int]] = {}
 
     def root(self, system: str, tools: list[ToolSchema]) -> tuple[Node, bool]:
         """The root node of (system, tools), and whether it was served before."""
         entry = self._tools.get(id(tools))
         if entry is None or entry[0] is not tools:
-            entry = (tools, tools_fingerprint(tools))
+            entry = (tools, hash(tuple([self._schema(tool) for tool in tools])))
             _remember(self._tools, id(tools), entry)
         key = hash((system, entry[1]))
         node = self.roots.get(key)
@@ -148,6 +152,13 @@ class PrefixCache:
         node = self.roots[key] = Node(None, len(system))
         self.count()
         return node, False
+
+    def _schema(self, tool: ToolSchema) -> int:
+        entry = self._schemas.get(id(tool))
+        if entry is None or entry[0] is not tool:
+            entry = (tool, schema_fingerprint(tool))
+            _remember(self._schemas, id(tool), entry)
+        return entry[1]
 
     def fingerprint(self, message: Message) -> int:
         """The message's fingerprint, computed once per message object."""
