@@ -439,6 +439,67 @@ async def test_children_of_one_type_build_their_config_snapshot_once(
     assert replace(config, model="other").to_dict()["model"] == "other"  # no stale JSON form
 
 
+async def test_a_childs_records_are_the_values_their_init_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The running record, lineage, result and stats a background child's writes are built
+    from (``frozen.new_frozen``, every field given) are the values each class's own
+    ``__init__`` makes, and the records on disk read back as the runtime's own."""
+    import dataclasses
+
+    from subagents.agents import durability
+    from subagents.store import FileStore
+    from subagents.store.records import SidecarRecord
+
+    made: list[tuple[type, object, bool]] = []
+    real = durability.new_frozen
+
+    def checked(cls: type, values: dict[str, Any]) -> Any:
+        every_field = set(values) == {f.name for f in dataclasses.fields(cls)}
+        expected = cls(**values)
+        value = real(cls, values)
+        assert value == expected and repr(value) == repr(expected), cls
+        made.append((cls, value, every_field))
+        return value
+
+    monkeypatch.setattr(durability, "new_frozen", checked)
+    script = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            bg_call("a", "general-purpose"),
+                            bg_call("b", "general-purpose"),
+                        ]
+                    },
+                    *({"text": "ok"},) * 4,
+                ],
+            },
+            {"agent_type": "general-purpose", "turns": [{"text": "done"}]},
+        ]
+    }
+    options = SessionOptions(
+        model=ScriptedModel.from_dict(script), cwd=tmp_path, home=tmp_path / "home"
+    )
+    session = Session(options)
+    result = await session.run("go")
+    kinds = sorted(cls.__name__ for cls, _, _ in made)
+    assert kinds == sorted(["SidecarRecord", "Lineage", "RunResult", "RunStats", "TokenUsage"] * 2)
+    assert all(every for _, _, every in made)  # each took the every-field path
+    records = session.background.records
+    assert records is not None and isinstance(records.store, FileStore)
+    disk = FileStore(records.store.state)
+    for run in result.agents[1:]:
+        stored = disk.get(run.agent_id)
+        assert stored is not None and stored.status == "completed" and stored.resumable
+        assert stored.stats.num_turns == run.stats.num_turns == 1
+        start = next(v for c, v, _ in made if c is SidecarRecord and v.agent_id == run.agent_id)
+        assert isinstance(start, SidecarRecord) and start.status == "running"
+        assert SidecarRecord.from_dict(start.to_dict()) == start
+
+
 async def test_children_of_one_type_share_one_derived_permission_context(tmp_path: Path) -> None:
     """Three workers and a reader: each child's permission context is its own type's (tools
     capped by the definition, the reader's mode), the three workers hold one object (``child_permissions``),

@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 
+from subagents.agents.agent_run import AgentRun
+from subagents.agents.durability import run_stats
 from subagents.agents.notifications import AgentNotice
+from subagents.events import AgentRef
 from subagents.frozen import new_frozen
 from subagents.store.process_identity import ProcessIdentity
 from subagents.store.records import (
@@ -46,6 +49,19 @@ CASES: list[tuple[type, dict[str, Any]]] = [
     (RunResult, {"text": "done", "reason": "completed", "error": None}),
     (TokenUsage, {"input_tokens": 1, "output_tokens": 2, "cache_read_input_tokens": 3}),
     (RunStats, {"num_turns": 5, "usage": TokenUsage(output_tokens=4), "cost_usd": 0.5}),
+    # every field given: the dict becomes the instance's own
+    (TokenUsage, {**dict.fromkeys(dataclasses.asdict(TokenUsage()), 0), "input_tokens": 3}),
+    (
+        RunStats,
+        {
+            "num_turns": 5,
+            "total_tool_use_count": 4,
+            "total_tokens": 9,
+            "usage": TokenUsage(output_tokens=9),
+            "total_duration_ms": 12,
+            "cost_usd": 0.25,
+        },
+    ),
     (
         AgentNotice,
         {
@@ -104,3 +120,33 @@ def test_only_plain_frozen_dataclasses_are_taken() -> None:
     for cls in (Mutable, Checked):
         with pytest.raises(TypeError, match="new_frozen"):
             new_frozen(cls, {"x": 1})
+
+
+def test_every_field_given_makes_the_dict_the_values_own() -> None:
+    """The fast path: a dict naming every field is taken as the instance's dict (no copy); a
+    dict naming one field too many or too few still goes to ``__init__``."""
+    values = {"text": "done", "reason": "completed", "error": None}
+    made = new_frozen(RunResult, values)
+    assert made.__dict__ is values and made == RunResult(**values)
+    with pytest.raises(TypeError, match="extra"):
+        new_frozen(RunResult, {**values, "extra": 1})
+    assert new_frozen(RunResult, {"text": "t"}) == RunResult(text="t")
+
+
+def test_a_terminal_writes_stats_are_the_values_init_makes() -> None:
+    """``durability.run_stats`` (built with ``new_frozen``) against the frozen ``__init__``."""
+    run = AgentRun(ref=AgentRef(agent_id="a00000001", agent_type="w"), duration_ms=40)
+    run.stats.num_turns, run.stats.tool_use_count, run.stats.cost_usd = 3, 2, 0.125
+    run.stats.usage.input_tokens, run.stats.usage.cache_read_input_tokens = 10, 7
+    usage = TokenUsage(input_tokens=10, cache_read_input_tokens=7)
+    expected = RunStats(
+        num_turns=3,
+        total_tool_use_count=2,
+        total_tokens=17,
+        usage=usage,
+        total_duration_ms=40,
+        cost_usd=0.125,
+    )
+    made = run_stats(run)
+    assert made == expected and hash(made) == hash(expected) and repr(made) == repr(expected)
+    assert made.to_dict() == expected.to_dict()

@@ -87,15 +87,17 @@ class AgentRun:
         return self.stats.usage
 
     def summary(self) -> dict[str, Any]:
+        ref, stats = self.ref, self.stats  # (each once: a property or look-up per read)
+        usage = stats.usage
         return {
-            "agentId": self.agent_id,
-            "agentType": self.agent_type,
+            "agentId": ref.agent_id,
+            "agentType": ref.agent_type,
             "status": self.status,
-            "totalToolUseCount": self.stats.tool_use_count,
-            "totalTokens": self.stats.usage.total,
+            "totalToolUseCount": stats.tool_use_count,
+            "totalTokens": usage.total,
             "totalDurationMs": self.duration_ms,
-            "usage": self.stats.usage.to_dict(),
-            "costUsd": round(self.stats.cost_usd, 6),
+            "usage": usage.to_dict(),
+            "costUsd": round(stats.cost_usd, 6),
             "reason": self.reason,
         }
 

@@ -66,7 +66,8 @@ def launched_output(child: Child, *, auto: bool) -> ToolOutput:
     """``async_launched``: the child runs in the background; a notification follows."""
     run, state = child.run, child.state
     agent_id = run.agent_id
-    can_read = bool({"Read", "Bash"} & set(child.job.parent_tool_names))
+    names = child.job.parent_tool_names
+    can_read = "Read" in names or "Bash" in names
     payload: dict[str, Any] = {
         "status": "async_launched",
         "agentId": agent_id,

@@ -193,6 +193,8 @@ class TokenUsage:
 
 
 _NO_RESULT = RunResult()
+NO_RESULT = _NO_RESULT
+"""A running record's result (nothing yet), shared: what ``SidecarRecord`` defaults to."""
 _NO_USAGE = TokenUsage()
 """Shared empty values (frozen): a running child's record holds these instead of three objects
 of its own that the garbage collector would visit for every waiting child."""
@@ -235,6 +237,8 @@ class RunStats:
 
 
 _NO_STATS = RunStats()
+NO_STATS = _NO_STATS
+"""A running record's stats (none yet), shared: what ``SidecarRecord`` defaults to."""
 
 
 @dataclass(kw_only=True, frozen=True)
