@@ -92,6 +92,9 @@ NEVER = {
     "subagents.cli.sdk_events",
     "subagents.cli.sdk_requests",
     "subagents.mcp.sdk_bridge",
+    "subagents.tools.walk",
+    "subagents.tools.ripgrep",
+    "subagents.tools.ignore",
 }
 """Not loaded by a one-turn ``-p`` run on the Anthropic or the scripted path: neither the SDKs,
 nor the optional parts, nor what only a later step needs — ``importlib.metadata`` and what it
@@ -99,7 +102,8 @@ brings (pydantic's plugin discovery, answered by ``cli/pydantic_plugins.py`` whe
 installed), ``tempfile`` (``--settings`` JSON), ``html`` (SendMessage), ``ctypes`` (the first
 ``syncfs``), ``agents.cli_agents`` (``--agents`` JSON, a pydantic model), ``shlex`` (an
 exec-form hook), ``shutil`` with ``bz2`` and ``lzma`` (argparse's width comes from ``cli/main.terminal_columns``), the stream-json
-session and its control channel (``--input-format``/``--output-format stream-json``)."""
+session and its control channel (``--input-format``/``--output-format stream-json``), what Glob
+and Grep search with (``tools.walk``, ``tools.ripgrep``, ``tools.ignore``: their first call)."""
 NEVER_PREFIXES = (
     "opentelemetry",
     "subagents.telemetry",

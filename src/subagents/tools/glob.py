@@ -24,13 +24,6 @@ from subagents.tools.base import (
     ToolOutput,
 )
 from subagents.tools.paths import display_path, resolve_path
-from subagents.tools.walk import (
-    compile_glob,
-    list_files,
-    readable,
-    split_literal_prefix,
-    wants_hidden,
-)
 
 if TYPE_CHECKING:
     from subagents.tools.inputs.glob import GlobInput
@@ -80,6 +73,16 @@ def search_directory(raw: str | None, ctx: ToolContext) -> Path:
 
 async def find_files(pattern: str, search_dir: Path, ctx: ToolContext) -> list[Path]:
     """Every file matching ``pattern`` under ``search_dir``, newest first (ties by path)."""
+    # Here: a start-up that only offers the tool does not load the walk, rg's runner, ignore
+    # rules (~9 M instructions with their regular expressions and dataclasses).
+    from subagents.tools.walk import (
+        compile_glob,
+        list_files,
+        readable,
+        split_literal_prefix,
+        wants_hidden,
+    )
+
     if not pattern.strip():
         raise ToolError("The glob pattern is empty; give a pattern such as '**/*.py'.")
     prefix, rest = split_literal_prefix(pattern)

@@ -33,18 +33,12 @@ from subagents.tools.base import (
 from subagents.tools.confined import open_confined
 from subagents.tools.glob import newest_first, search_directory
 from subagents.tools.paths import allowed_roots, display_path, resolve_path
-from subagents.tools.ripgrep import MAX_FILE_BYTES, common_args, ripgrep_binary, run_rg, split_null
-from subagents.tools.walk import (
-    list_files,
-    name_filter,
-    readable,
-    relative_to,
-    wants_hidden,
-)
 
 if TYPE_CHECKING:
     from subagents.tools.inputs.grep import GrepInput, OutputMode
 
+MAX_FILE_BYTES = 50 * 1024 * 1024
+"""Files larger than this are not searched (``rg --max-filesize`` and the Python engine)."""
 MAX_LINE_CHARS = 500
 BINARY_SNIFF_BYTES = 8192
 PATTERN_EXCERPT_CHARS = 80
@@ -80,6 +74,10 @@ class GrepTool(Tool["GrepInput"]):
 
     async def call(self, args: GrepInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         ignore_case = bool(args.case_insensitive)
+        # The search's parts are imported at the first call: a start-up that only offers the
+        # tool does not load the walk, rg's runner, ignore rules.
+        from subagents.tools.ripgrep import ripgrep_binary
+
         target, is_file = search_target(args.path, ctx)
         binary = ripgrep_binary()
         if not is_file and binary is not None and _fits_an_argument(args.pattern):
@@ -183,6 +181,8 @@ def search(
 async def candidate_files(target: Path, glob: str | None, ctx: ToolContext) -> list[Path]:
     """The files below ``target`` that ``glob`` accepts, in path order, without those the read
     rules deny (before anything is read)."""
+    from subagents.tools.walk import list_files, name_filter, readable, wants_hidden
+
     accept = name_filter(glob)
     files = await list_files(target, ctx, hidden=wants_hidden(glob))
     return readable(sorted(path for path, rel in files if accept(rel)), ctx)
@@ -193,6 +193,9 @@ async def rg_search(
 ) -> list[FileMatches] | None:
     """The search done by ``rg``; None when it refuses the pattern (Python's syntax is then
     tried) or fails outright. ``glob`` and the read rules filter what it found."""
+    from subagents.tools.ripgrep import run_rg
+    from subagents.tools.walk import name_filter, readable, relative_to
+
     result = await run_rg(binary, rg_arguments(target, args))
     if result.code == 2 and not result.stdout:
         return None  # a pattern rg cannot parse, or no search at all: the Python engine decides
@@ -204,6 +207,9 @@ async def rg_search(
 
 def rg_arguments(target: Path, args: GrepInput) -> list[str]:
     """``rg`` arguments for one Grep call (the walk options are ``walk.py``'s)."""
+    from subagents.tools.ripgrep import common_args
+    from subagents.tools.walk import wants_hidden
+
     mode = {
         "files_with_matches": ["--files-with-matches"],
         "count": ["--count", "--with-filename"],
@@ -224,6 +230,8 @@ def rg_arguments(target: Path, args: GrepInput) -> list[str]:
 def parse_rg_output(data: bytes, mode: OutputMode) -> list[FileMatches]:
     """``--null`` output: ``path\\0`` (files), ``path\\0N\\n`` (count) or
     ``path\\0N:text\\n`` (content); a path may hold any byte but NUL."""
+    from subagents.tools.ripgrep import split_null
+
     if mode == "files_with_matches":
         return [FileMatches(path=Path(name)) for name in split_null(data)]
     by_path: dict[bytes, FileMatches] = {}

@@ -32,7 +32,6 @@ from subagents.processes import kill_group
 VCS_DIRS = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
 """Version-control folders: never walked by Grep or Glob, hidden or not."""
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024
-MAX_FILE_BYTES = 50 * 1024 * 1024
 _REAP_TIMEOUT_S = 5.0
 _OFF = frozenset({"0", "off", "false", "no"})
 
