@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from cli_helpers import recorded, run_cli, tool_call, write_script
 from subagents.cli.claude_models import choose, claude_family
 from subagents.cli.flags import split_list
@@ -34,6 +36,28 @@ def test_print_is_a_flag_and_the_prompt_positional_or_stdin(tmp_path: Path) -> N
     )
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout == "from stdin\n"
+
+
+@pytest.mark.parametrize(("argument", "piped"), [(None, ""), (None, " \n\t\n"), ("", None)])
+def test_an_empty_prompt_is_refused_before_any_model_call(
+    tmp_path: Path, argument: str | None, piped: str | None
+) -> None:
+    script = text_script(tmp_path)
+    prompt = [] if argument is None else [argument]
+    run = subprocess.run(
+        [sys.executable, "-m", "subagents", "-p", *prompt, "--model", f"scripted:{script}"],
+        input=piped,
+        stdin=subprocess.DEVNULL if piped is None else None,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    # Before: the run went on and sent the model an empty user message (`-p </dev/null`).
+    assert run.returncode == 2
+    assert "no prompt" in run.stderr and run.stdout == ""
+    assert not (tmp_path / "requests.jsonl").exists()
 
 
 def test_sdk_flags_are_honoured_and_values_starting_with_a_dash_bind(tmp_path: Path) -> None:

@@ -149,6 +149,15 @@ def _main(argv: Sequence[str] | None, *, stdin_closed: bool = False) -> int:
             parser.print_help(sys.stderr)
             return 2
         args.prompt = sys.stdin.read()
+    if args.input_format == "text" and not args.prompt.strip():
+        # Claude Code refuses an empty prompt too; running one would send the model nothing
+        # to answer and bill a turn for it (`-p </dev/null` in a script is the usual cause).
+        where = "stdin was empty" if args.prompt == "" else "it is only white space"
+        print(
+            f"subagents: error: no prompt ({where}): give it as an argument or on stdin",
+            file=sys.stderr,
+        )
+        return 2
     from subagents.cli.headless import run_headless
 
     # Everything imported so far lives as long as the process: keep it out of every later
