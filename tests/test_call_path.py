@@ -14,17 +14,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from step_tool import StepTool
 from subagents import (
-    CallInfo,
     Event,
     ProgressEvent,
     ScriptedModel,
     Session,
     SessionOptions,
-    Tool,
-    ToolContext,
-    ToolInput,
-    ToolOutput,
     Usage,
     core_tools,
 )
@@ -33,28 +29,6 @@ from subagents.distributed.remote import Progress, apply_progress, progress_of
 from subagents.events import AgentRef
 from subagents.loop.query import LoopStats
 from subagents.models.base import MessageDone, ModelRequest, StreamEvent
-
-
-class StepInput(ToolInput):
-    path: str
-
-
-class StepTool(Tool[StepInput]):
-    """Read-only, reports progress once per call."""
-
-    name = "Step"
-    description = "Take a step."
-    input_model = StepInput
-
-    def is_read_only(self, args: StepInput) -> bool:
-        return True
-
-    def is_concurrency_safe(self, args: StepInput) -> bool:
-        return True
-
-    async def call(self, args: StepInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
-        info.progress({"at": args.path})
-        return ToolOutput(content=f"stepped {args.path}")
 
 
 def options(tmp_path: Path, script: dict[str, Any], **extra: Any) -> SessionOptions:

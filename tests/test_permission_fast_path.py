@@ -14,16 +14,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from step_tool import StepInput, StepTool
 from subagents import (
-    CallInfo,
     ScriptedModel,
     Session,
     SessionOptions,
     SessionResult,
     Tool,
     ToolContext,
-    ToolInput,
-    ToolOutput,
     core_tools,
 )
 from subagents.abort import AbortSignal
@@ -43,27 +41,6 @@ from subagents.tools.base import PermissionResult
 from subagents.tools.bash import BashTool
 from subagents.tools.read import ReadTool
 from subagents.tools.write import WriteTool
-
-
-class StepInput(ToolInput):
-    path: str
-
-
-class StepTool(Tool[StepInput]):
-    """Read-only: allowed by the mode alone, the call the fast path exists for."""
-
-    name = "Step"
-    description = "Take a step."
-    input_model = StepInput
-
-    def is_read_only(self, args: StepInput) -> bool:
-        return True
-
-    def is_concurrency_safe(self, args: StepInput) -> bool:
-        return True
-
-    async def call(self, args: StepInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
-        return ToolOutput(content=f"stepped {args.path}")
 
 
 class GuardedStep(StepTool):
