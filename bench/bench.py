@@ -160,18 +160,60 @@ def chain_script(n: int, latency_ms: int) -> dict[str, Any]:
 
 
 def bench_dir() -> Path:
-    """Where the runs' state goes: ``SUBAGENTS_BENCH_DIR``, else ``bench/.work`` in this checkout.
+    """Where the runs' state goes: ``SUBAGENTS_BENCH_DIR``, else ``bench/.work`` in this checkout,
+    marked so that each run's folder starts in a block group of its own (``spread_folders``).
 
-    Measured on this project's machine (a loop of ``os.open(O_CREAT)`` + write + close): a file
-    create costs ~1 ms of kernel CPU under ``/root``, ``/var/tmp`` and ``/opt``, against ~22 µs
-    under ``/work`` and ~8 µs on tmpfs — same ext4 file system, so it is where the folder's
-    inodes get allocated, not the runtime. A child creates a few files (transcript, sidecar,
-    output), so the folder choice alone would move the figure by 100+ µs per model call; the
-    checkout's own folder behaves like an ordinary disk."""
+    This VM's ``/`` is an ext4 *without a journal*, where the kernel will not reuse an inode
+    freed in the last 60 s (360 s while its inode-table block is dirty) and every file create
+    scans past each such inode, one buffer look-up apiece (``find_inode_bit`` ->
+    ``recently_deleted``). Every bench run deletes its folder, so in a plain folder each create
+    pays for the files the earlier runs deleted in the last minutes: the files floor of the
+    same 50 x 10 read 23-114 µs per model call there against 14-26 µs with the folders spread,
+    alternated in the same minutes (docs/performance.md, "Session 9: the floors")."""
     default = Path(__file__).resolve().parent / ".work"
     base = Path(os.environ.get("SUBAGENTS_BENCH_DIR", default))
     base.mkdir(parents=True, exist_ok=True)
+    spread_folders(base)
     return base
+
+
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_TOPDIR_FL = 0x80086601, 0x40086602, 0x00020000
+
+
+def spread_folders(folder: Path) -> bool:
+    """Give ``folder`` ext4's top-directory flag (``chattr +T``): the kernel then places each
+    new folder in it like a folder of ``/``, in a block group with few folders and much free
+    space, instead of next to its siblings. A run then creates its files where no earlier run
+    has freed inodes in the last minutes (see ``bench_dir``), as a user's state folder that
+    keeps its transcripts does; without the flag the figure and its floor measure how much
+    the runs before them deleted. False where the file system has no such flag (tmpfs)."""
+    import fcntl
+    import struct
+
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        flags = bytearray(4)
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, flags)
+        (value,) = struct.unpack("I", flags)
+        if not value & FS_TOPDIR_FL:
+            fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("I", value | FS_TOPDIR_FL))
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def settle() -> None:
+    """Write back every dirty page before a measured run or a floor (outside its timing): a
+    ``syncfs`` writes the whole file system's dirty metadata in the caller's own context
+    (``sync_blockdev``), so without this a run pays for the deletions of the run before it,
+    and the floor for the run's; ~1 ms of kernel CPU per ``syncfs`` with 10 files of its own,
+    ~2.3 ms with 500 other unsynced files (docs/performance.md, "Session 9: the floors")."""
+    os.sync()
 
 
 def describe_folder(folder: Path) -> str:
@@ -390,6 +432,7 @@ def files_floor(n: int, k: int, width: int) -> float:
 
     with tempfile.TemporaryDirectory(prefix="floor-", dir=bench_dir()) as tmp:
         folder = f"{tmp}/agents"
+        settle()
         start = time.process_time()
         os.makedirs(f"{folder}/.running")
         directory = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
@@ -430,6 +473,7 @@ def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Fi
     per_run: list[tuple[int, float, float, float]] = []
     for index in range(runs + 1):
         with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
+            settle()
             figures = asyncio.run(run_once(script, Path(tmp), config))
         if index:
             per_run.append(figures)

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import settle, spread_folders
+
 HERE = Path(__file__).resolve().parent
 FOLDERS = {"ext4": HERE / ".work", "tmpfs": Path("/dev/shm/sb-cli")}
 FILE_TEXT = "".join(f"line {n}: some text of a small source file\n" for n in range(1, 21))
@@ -222,12 +224,14 @@ def measure(fs: str, base: Path, n: int, k: int, tree: int, runs: int) -> Figure
     calls = 2 + n * k
     figures = Figures(fs, str(base), calls, len(paths))
     base.mkdir(parents=True, exist_ok=True)
+    spread_folders(base)  # each run's folder in a block group of its own (bench.bench_dir)
     for index in range(runs + 1):
         measured: dict[str, tuple[float, float]] = {}
         for name, script in (("read", read_script), ("none", no_tool_script)):
             folder = Path(tempfile.mkdtemp(prefix="cli-", dir=base))
             try:
                 project = make_project(folder, files)
+                settle()
                 cpu, first, result = run_cli(folder, project, script)
                 _check(result, n, k, name == "read")
                 measured[name] = (cpu, first)

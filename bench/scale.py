@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import WORKER, NoteTool, bench_dir
+from bench import WORKER, NoteTool, bench_dir, settle
 from subagents.agents.agent_tool import AgentTool
 from subagents.agents.definitions import load_definitions
 from subagents.config import RuntimeConfig
@@ -221,6 +221,7 @@ def swarm_runs(n: int, k: int, latency_ms: int, runs: int) -> dict[str, Any]:
     measured = []
     for _ in range(runs):
         with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
+            settle()  # no run pays the syncfs of the one before's deletions (bench.settle)
             measured.append(asyncio.run(run_swarm(n, k, latency_ms, Path(tmp))))
     first = measured[0]
     us = [run["cpu_us_per_call"] for run in measured]
