@@ -11,6 +11,8 @@ import errno
 import io
 import os
 import random
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -356,6 +358,64 @@ def test_a_fifo_swapped_in_after_the_stat_is_closed_unread(
         return
     with pytest.raises(ToolError, match="named pipe"):
         confined._open_whole(str(fifo), os.O_RDONLY)
+
+
+TTY_CHILD = """
+import asyncio, os, sys
+from pathlib import Path
+from subagents.abort import AbortSignal
+from subagents.events import AgentRef
+from subagents.tools import beneath
+from subagents.tools.base import CallInfo, ToolContext, ToolError
+from subagents.tools.read import ReadTool
+
+way = sys.argv[1]
+beneath._openat2_refused, beneath._proc_refused = way == "proc", False
+beneath._disabled = way == "walk"
+if way == "openat2":
+    import ctypes  # loaded by something else in a real run (syncfs on a disk)
+master, slave = os.openpty()  # the terminal's own open is O_NOCTTY (openpty)
+tty = os.ttyname(slave)
+os.close(slave)
+regular, real_stat = os.stat(sys.executable), os.stat
+
+def stale(path, *args, **kwargs):  # the lstat saw a file; the terminal is there at the open
+    found = real_stat(path, *args, **kwargs)
+    return regular if str(path) in (tty, os.path.basename(tty)) else found
+
+os.stat = stale
+folder = Path(os.path.dirname(tty))
+agent = AgentRef(agent_id="a", agent_type="m")
+ctx = ToolContext(cwd=folder, roots=(folder,), abort=AbortSignal(), agent=agent)
+args = ReadTool.input_model.model_validate({"file_path": tty})
+try:
+    asyncio.run(ReadTool().call(args, ctx, CallInfo(tool_use_id="t", progress=lambda d: None)))
+except ToolError as exc:
+    print("refused:", exc)
+try:
+    os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+except OSError as exc:
+    print("no controlling terminal:", exc.errno == 6)  # ENXIO
+else:
+    print("the terminal became the controlling terminal")
+"""
+
+
+@pytest.mark.parametrize("way", ["openat2", "proc", "walk"])
+def test_a_terminal_swapped_in_does_not_become_the_controlling_terminal(way: str) -> None:
+    """Opening a tty without ``O_NOCTTY`` makes it the controlling terminal of a session leader
+    that has none (``subagents -p`` under ``setsid``); a Read that meets one swapped in after
+    its ``lstat`` refuses it without that, each way it opens a path."""
+    done = subprocess.run(
+        [sys.executable, "-c", TTY_CHILD, way],
+        capture_output=True,
+        text=True,
+        start_new_session=True,  # a session leader without a controlling terminal
+        timeout=60,
+        check=True,
+    )
+    assert "refused:" in done.stdout and "a device" in done.stdout, done.stdout + done.stderr
+    assert "no controlling terminal: True" in done.stdout, done.stdout + done.stderr
 
 
 async def test_a_kernel_without_openat2_is_asked_once_then_another_way_serves(

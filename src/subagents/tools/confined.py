@@ -81,7 +81,11 @@ def _root_is_local(root: Path) -> bool:
 
 
 _DIR_FLAGS = os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_PATH", os.O_RDONLY)
-_FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+"""Added to every file open. ``O_NONBLOCK``: a FIFO or device swapped in after the ``lstat``
+cannot block the open (the ``fstat`` after it refuses it); ``O_NOCTTY``: a terminal swapped in
+must not become the controlling terminal of a session leader without one (``subagents -p``
+under ``setsid``, a daemon), which Linux does at a plain ``open`` of a tty."""
 
 
 class SymlinkOnPath(ToolError):

@@ -112,7 +112,7 @@ def _read_path(path: Path) -> GitIgnoreSpec | None:
 
 
 def _read_spec(name: str, directory_fd: int) -> GitIgnoreSpec | None:
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(name, flags, dir_fd=directory_fd)
     except OSError:
