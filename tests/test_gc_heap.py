@@ -91,7 +91,7 @@ def test_the_first_session_freezes_the_heap_once_after_collecting_its_garbage(
     assert out["before_freed"], "cyclic garbage from before the first session was collected"
     assert out["after_freed"], "what is made after the freeze is collected as usual"
     # The program left Python's thresholds: the runtime's are set (``gc_heap.tune_collector``).
-    assert out["thresholds"] == list(RUNTIME_THRESHOLDS) == [700, 10, 100]
+    assert out["thresholds"] == list(RUNTIME_THRESHOLDS) == [10_000, 10, 100]
 
 
 @pytest.mark.parametrize("how", ["env", "collector off"])

@@ -17,12 +17,16 @@ The collector's thresholds are the runtime's business too (``tune_collector``). 
 heap frozen, the oldest generation starts nearly empty, so Python's rule that a full collection
 waits until the old generation has grown by a quarter no longer holds one back: a program whose
 live heap grows — 1,000 background children alive at once, ~80 tracked objects each — paid two
-full collections (~65 ms apiece, every live object of every child) per swarm run. The runtime's
-thresholds keep the young and middle generations as Python has them and let a full collection
-come at most a tenth as often (``RUNTIME_THRESHOLDS``). Only where the program left Python's
-defaults and the collector on (a program that chose its own keeps them), once per process;
-``RuntimeConfig.gc_thresholds`` / ``SUBAGENTS_GC_THRESHOLDS`` choose others or none. The cost:
-cyclic garbage that reached the old generation waits longer for its collection; the runtime
+full collections (~65 ms apiece, every live object of every child) per swarm run. And a young
+collection every 700 allocations walks whatever young objects are alive at that moment — in a
+swarm, the objects of the model calls in flight, which live across a model's wait — so most of
+the collector's work was walking live objects again and again. The runtime's thresholds let a
+young collection come every 10,000 allocations (one fourteenth as often; each walks more, but
+much of what it would have walked has died meanwhile) and a full collection at most a tenth as
+often (``RUNTIME_THRESHOLDS``). Only where the program left Python's defaults and the collector
+on (a program that chose its own keeps them), once per process; ``RuntimeConfig.gc_thresholds`` /
+``SUBAGENTS_GC_THRESHOLDS`` choose others or none. The cost: cyclic garbage waits longer for its
+collection (at most 10,000 young objects; in the old generation ten times longer); the runtime
 makes none (``tests/test_memory.py``).
 """
 
@@ -35,8 +39,9 @@ _tuned = False
 
 PYTHON_THRESHOLDS = (700, 10, 10)
 """``gc.get_threshold()`` of a program that never set it (CPython 3.11-3.13)."""
-RUNTIME_THRESHOLDS = (700, 10, 100)
-"""What the runtime sets: a full collection after 100 middle ones instead of 10."""
+RUNTIME_THRESHOLDS = (10_000, 10, 100)
+"""What the runtime sets: a young collection after 10,000 allocations instead of 700, a full
+one after 100 middle ones instead of 10 (measured: docs/performance.md, the swarm, session 8)."""
 
 
 def freeze_import_heap(*, collect: bool = True) -> bool:
