@@ -34,8 +34,13 @@ the public API (``subagents.__all__``, as every mode here), full durability, no 
 by the caller (the runtime freezes its import heap itself at the first session: ``gc_heap``),
 state on the default folder (``bench/.work``, an ordinary disk). With sidecars on, each fan-out
 row also shows the *files floor*: the same file system calls per child done by a bare loop
-(``files_floor``) in the same state folder, per model call — what no runtime can go under while
-it writes what we write.
+(``files_floor``) in the same state folder after each measured run, per model call — what no
+runtime can go under while it writes what we write.
+
+The disk state is kept the same for every run and floor: each starts in a fresh folder placed in
+a block group of its own (``bench_dir``), after an ``os.sync()`` (``settle``), and nothing is
+deleted until the script ends (``run_folder``, ``sweep``): on this VM's journal-less ext4 a file
+create pays for every inode deleted near it in the minutes before.
 
 ``--count-calls`` prints Python function calls per model call instead (cProfile's count over one
 session after a warm-up): a figure load cannot move, for telling whether a change added work to
@@ -46,13 +51,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
@@ -214,6 +222,36 @@ def settle() -> None:
     and the floor for the run's; ~1 ms of kernel CPU per ``syncfs`` with 10 files of its own,
     ~2.3 ms with 500 other unsynced files (docs/performance.md, "Session 9: the floors")."""
     os.sync()
+
+
+SPENT = ".spent"
+"""Where ``run_folder`` puts a finished run's folder (a rename frees no inode) until ``sweep``."""
+
+
+@contextlib.contextmanager
+def run_folder(prefix: str, base: Path | None = None) -> Iterator[Path]:
+    """A fresh folder for one run in ``base`` (default ``bench_dir()``), moved aside into
+    ``base/.spent`` when the run ends instead of deleted: on a journal-less ext4 every inode
+    freed is skipped by each create of the next minutes (``bench_dir``), so a bench deletes
+    nothing while it measures; ``sweep`` deletes the lot at the end of the script, or of
+    ``table.py`` (which sets ``SUBAGENTS_BENCH_KEEP=1`` for the scripts it runs)."""
+    base = base or bench_dir()
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    try:
+        yield folder
+    finally:
+        spent = base / SPENT
+        spent.mkdir(exist_ok=True)
+        folder.rename(spent / folder.name)
+
+
+def sweep(*bases: Path, force: bool = False) -> None:
+    """Delete the folders ``run_folder`` set aside in ``bases`` (default ``bench_dir()``), unless
+    ``SUBAGENTS_BENCH_KEEP`` says a caller (``table.py``) sweeps once at its own end."""
+    if os.environ.get("SUBAGENTS_BENCH_KEEP") == "1" and not force:
+        return
+    for base in bases or (bench_dir(),):
+        shutil.rmtree(base / SPENT, ignore_errors=True)
 
 
 def describe_folder(folder: Path) -> str:
@@ -421,16 +459,18 @@ def _record(folder: str, index: int, version: int) -> None:
     os.rename(temp, f"{folder}/r{index}.json")
 
 
-def files_floor(n: int, k: int, width: int) -> float:
+def files_floor(n: int, k: int, width: int, base: Path | None = None) -> float:
     """CPU seconds of the files a fan-out's children write, with no runtime: per child one
     transcript (create, ``k`` appends) and two sidecar writes (started, finished: each a new
     temp file renamed over the record) with the running marker linked and unlinked; per wave of
     ``width`` children two ``syncfs`` (the commit pipeline's rounds) and a directory ``fsync``.
-    Done in a fresh folder of the state folder, as each measured run is: on ext4 a file
-    create's kernel CPU depends on where its directory is on the disk (``bench_dir``)."""
+    Done in a fresh folder of the state folder ``base`` (default ``bench_dir()``), as each
+    measured run is, after ``settle``: the calls SPEC §9 makes any durable runtime make (a
+    transcript line per turn, a record replaced atomically at each state change), with none of
+    the runtime's own work."""
     from subagents.store.atomic import syncfs_once
 
-    with tempfile.TemporaryDirectory(prefix="floor-", dir=bench_dir()) as tmp:
+    with run_folder("floor-", base) as tmp:
         folder = f"{tmp}/agents"
         settle()
         start = time.process_time()
@@ -471,12 +511,16 @@ def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Fi
     width = config.tool_concurrency
     base = bench_dir()
     per_run: list[tuple[int, float, float, float]] = []
+    floor: list[float] = []
+    with_floor = DURABILITY[durability][1] and workload.startswith("fanout")
     for index in range(runs + 1):
-        with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
+        with run_folder("run-", base) as tmp:
             settle()
-            figures = asyncio.run(run_once(script, Path(tmp), config))
+            figures = asyncio.run(run_once(script, tmp, config))
         if index:
             per_run.append(figures)
+            if with_floor:  # one floor after each run: the same minutes, the same disk state
+                floor.append(files_floor(n, k, width, base) / figures[0] * 1e6)
         elif freeze_gc:
             # After the warm-up (imports done), as the CLI does before its run (cli/main.py):
             # the import-time heap is kept out of later full collections.
@@ -484,9 +528,6 @@ def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Fi
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     baseline = baseline_cpu(workload, latency_ms, n, k, width)
     calls = sum(c for c, _, _, _ in per_run)
-    floor = []
-    if DURABILITY[durability][1] and workload.startswith("fanout"):
-        floor = [files_floor(n, k, width) / (calls // runs) * 1e6 for _ in range(runs)]
     return Figures(
         workload,
         latency_ms,
@@ -512,9 +553,9 @@ def count_calls(workload: str, n: int, k: int) -> str:
     counts: list[tuple[int, int]] = []
     for index in range(3):  # a warm-up (imports, caches), then two counted runs
         profile = cProfile.Profile()
-        with tempfile.TemporaryDirectory(prefix="run-", dir=bench_dir()) as tmp:
+        with run_folder("run-") as tmp:
             profile.enable()
-            model_calls = asyncio.run(run_once(script, Path(tmp), config))[0]
+            model_calls = asyncio.run(run_once(script, tmp, config))[0]
             profile.disable()
         if index:
             # ``pstats`` keys functions by (file, line, name): every dataclass's generated
@@ -599,4 +640,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    finally:
+        sweep()
+    sys.exit(code)

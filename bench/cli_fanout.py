@@ -21,7 +21,9 @@ Floors measured in the same run:
   answers "No such tool available" without running anything): the CLI, loop, scripted model,
   transcripts and sidecars per call, no tool execution;
 * ``raw reads``: a bare Python loop doing what the Reads read — ``open``/``read``/``close`` by
-  path of the same files the same number of times — per model call of the fan-out.
+  path of the same files the same number of times — per model call of the fan-out;
+* ``files``: the children's durable files (``bench.files_floor``: transcript, records, markers,
+  the syncs of each wave of 10) done by a bare loop in the same state folder after each run.
 
 Run: ``python bench/cli_fanout.py`` (ext4 under ``bench/.work``, a journaled ext4 loop-mounted
 there when run as root — see ``JOURNALED`` — and tmpfs under ``/dev/shm``), ``--fs ext4`` /
@@ -42,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import settle, spread_folders
+from bench import files_floor, run_folder, settle, spread_folders, sweep
 
 HERE = Path(__file__).resolve().parent
 FOLDERS = {"ext4": HERE / ".work", "tmpfs": Path("/dev/shm/sb-cli")}
@@ -199,6 +201,8 @@ class Figures:
     """CPU to the first model request of each measured fan-out run."""
     raw_read_us: list[float] = field(default_factory=list)
     """The raw-reads floor per model call of the fan-out."""
+    files_floor_us: list[float] = field(default_factory=list)
+    """The children's durable files done by a bare loop (``bench.files_floor``), per model call."""
 
     @staticmethod
     def mean(values: list[float]) -> float:
@@ -211,7 +215,7 @@ class Figures:
         return (
             f"{self.fs:5} calls={self.model_calls} Reads={self.reads}  "
             f"CPU/model call {cell(self.run_us)} µs  floors: no tools {cell(self.no_tool_us)} "
-            f"µs, raw reads {cell(self.raw_read_us)} µs  "
+            f"µs, raw reads {cell(self.raw_read_us)} µs, files {cell(self.files_floor_us)} µs  "
             f"start-up (to 1st request) {cell(self.startup_ms)} ms"
         )
 
@@ -228,8 +232,7 @@ def measure(fs: str, base: Path, n: int, k: int, tree: int, runs: int) -> Figure
     for index in range(runs + 1):
         measured: dict[str, tuple[float, float]] = {}
         for name, script in (("read", read_script), ("none", no_tool_script)):
-            folder = Path(tempfile.mkdtemp(prefix="cli-", dir=base))
-            try:
+            with run_folder("cli-", base) as folder:
                 project = make_project(folder, files)
                 settle()
                 cpu, first, result = run_cli(folder, project, script)
@@ -237,8 +240,6 @@ def measure(fs: str, base: Path, n: int, k: int, tree: int, runs: int) -> Figure
                 measured[name] = (cpu, first)
                 if name == "read":
                     raw = raw_reads(project, paths)
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
         if not index:
             continue  # warm-up: the page cache, the bytecode cache
         (cpu, first), (none_cpu, none_first) = measured["read"], measured["none"]
@@ -246,6 +247,9 @@ def measure(fs: str, base: Path, n: int, k: int, tree: int, runs: int) -> Figure
         figures.run_us.append((cpu - first) / (calls - 1) * 1e6)
         figures.no_tool_us.append((none_cpu - none_first) / (calls - 1) * 1e6)
         figures.raw_read_us.append(raw / calls * 1e6)
+        # The children's durable files done bare, in the same state folder, waves of 10 (the
+        # default tool concurrency the fan-out runs at).
+        figures.files_floor_us.append(files_floor(n, k, 10, base) / calls * 1e6)
     return figures
 
 
@@ -356,4 +360,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    finally:
+        sweep(*FOLDERS.values())
+    sys.exit(code)

@@ -7,8 +7,11 @@
   while every child is waiting on its model, minus the RSS before the launch, divided by N —
   and the CPU the garbage collector took (``gc.callbacks``). Beside them the floor, measured in
   a fresh interpreter: bare asyncio doing the same awaits (N tasks each holding a small dict,
-  K sleeps of L), CPU per sleep and RSS per idle task. ``--runs R``: the mean over R runs
-  (RSS from the first: later runs reuse memory the earlier ones freed); ``--count-calls``:
+  K sleeps of L), CPU per sleep and RSS per idle task; and after each measured run the *files
+  floor* of its children in the same state folder (``bench.files_floor``: the transcript,
+  records and markers SPEC §9 makes a durable runtime write, done by a bare loop).
+  ``--runs R``: the mean over R runs (RSS from the first: later runs reuse memory the earlier
+  ones freed); ``--count-calls``:
   Python function calls per model call (cProfile's count, per run and their mean over
   ``--runs``; load moves it only through what wall time decides — progress lines, activity
   writes, the grouping of notifications — a few per cent; ``--pinned`` turns the first two
@@ -35,16 +38,16 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import WORKER, NoteTool, bench_dir, settle
+from bench import WORKER, NoteTool, bench_dir, files_floor, run_folder, settle, sweep
 from subagents.agents.agent_tool import AgentTool
 from subagents.agents.definitions import load_definitions
 from subagents.config import RuntimeConfig
 from subagents.session import Session, SessionOptions
+from subagents.store.atomic import file_system_kind
 from subagents.testing import ScriptedModel
 
 
@@ -212,17 +215,26 @@ def floor_figures(n: int, k: int, latency_ms: int) -> dict[str, Any]:
     return figures
 
 
+FLOOR_WAVE = 250
+"""Children per wave of the swarm's files floor (``bench.files_floor``): a measured swarm of
+1,000 made 14 ``syncfs`` and 6 directory ``fsync`` calls with its warm-up (strace), ~10 of them
+its own — the commit pipeline's rounds take a few hundred children's records at once."""
+
+
 def swarm_runs(n: int, k: int, latency_ms: int, runs: int) -> dict[str, Any]:
     """A warm-up, the import-time heap frozen (as the CLI does), then ``runs`` measured runs.
     Only the first run's RSS is honest: later runs reuse memory the earlier ones freed."""
-    with tempfile.TemporaryDirectory(prefix="warm-", dir=bench_dir()) as tmp:
-        asyncio.run(run_swarm(min(n, 50), k, latency_ms, Path(tmp)))
+    with run_folder("warm-") as tmp:
+        asyncio.run(run_swarm(min(n, 50), k, latency_ms, tmp))
     gc.freeze()
     measured = []
+    floor = []
     for _ in range(runs):
-        with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
-            settle()  # no run pays the syncfs of the one before's deletions (bench.settle)
-            measured.append(asyncio.run(run_swarm(n, k, latency_ms, Path(tmp))))
+        with run_folder("scale-") as tmp:
+            settle()  # no run pays the syncfs of the one before's writes (bench.settle)
+            measured.append(asyncio.run(run_swarm(n, k, latency_ms, tmp)))
+        # The same minutes, the same state folder: what the children's files cost bare.
+        floor.append(files_floor(n, k, FLOOR_WAVE) / measured[-1]["model_calls"] * 1e6)
     first = measured[0]
     us = [run["cpu_us_per_call"] for run in measured]
     mean_us = sum(us) / len(us)
@@ -236,6 +248,9 @@ def swarm_runs(n: int, k: int, latency_ms: int, runs: int) -> dict[str, Any]:
         "run_wall_s": [run["wall_s"] for run in measured],
         "gc_us_per_call": round(sum(r["gc_us_per_call"] for r in measured) / len(measured), 1),
         "floor": floor_figures(n, k, latency_ms),
+        "files_floor_us": [round(us, 1) for us in floor],
+        "state_folder": str(bench_dir()),
+        "fs": file_system_kind(os.stat(bench_dir()).st_dev),
     }
 
 
@@ -247,16 +262,16 @@ def count_swarm_calls(n: int, k: int, latency_ms: int, runs: int = 1) -> dict[st
     import cProfile
     import pstats
 
-    with tempfile.TemporaryDirectory(prefix="warm-", dir=bench_dir()) as tmp:
-        asyncio.run(run_swarm(min(n, 50), k, latency_ms, Path(tmp)))
+    with run_folder("warm-") as tmp:
+        asyncio.run(run_swarm(min(n, 50), k, latency_ms, tmp))
     gc.freeze()
     counts: list[float] = []
     calls = 0
     for _ in range(runs):
         profile = cProfile.Profile()
-        with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
+        with run_folder("scale-") as tmp:
             profile.enable()
-            figures = asyncio.run(run_swarm(n, k, latency_ms, Path(tmp)))
+            figures = asyncio.run(run_swarm(n, k, latency_ms, tmp))
             profile.disable()
         calls = figures["model_calls"]
         counts.append(round(pstats.Stats(profile).total_calls / calls, 1))
@@ -306,13 +321,13 @@ def swarm_instructions(n: int, k: int, latency_ms: int) -> dict[str, Any]:
 def measured_swarm(n: int, k: int, latency_ms: int) -> dict[str, Any]:
     """Inside valgrind (``swarm_instructions``): a warm-up, then one run under ``reduce``."""
     pin_wall_time_work()
-    with tempfile.TemporaryDirectory(prefix="warm-", dir=bench_dir()) as tmp:
-        asyncio.run(run_swarm(min(n, 50), k, latency_ms, Path(tmp)))
+    with run_folder("warm-") as tmp:
+        asyncio.run(run_swarm(min(n, 50), k, latency_ms, tmp))
     gc.freeze()
 
     def one(_: object, __: int) -> dict[str, Any]:
-        with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
-            return asyncio.run(run_swarm(n, k, latency_ms, Path(tmp)))
+        with run_folder("scale-") as tmp:
+            return asyncio.run(run_swarm(n, k, latency_ms, tmp))
 
     figures: dict[str, Any] = functools.reduce(one, range(1), {})
     return figures
@@ -418,11 +433,15 @@ def main(argv: list[str] | None = None) -> int:
     elif args.workload == "swarm":
         figures = swarm_runs(args.n, args.k, args.latency, args.runs)
     else:
-        with tempfile.TemporaryDirectory(prefix="scale-", dir=bench_dir()) as tmp:
-            figures = asyncio.run(run_forks(args.parent_turns, args.forks, Path(tmp)))
+        with run_folder("scale-") as tmp:
+            figures = asyncio.run(run_forks(args.parent_turns, args.forks, tmp))
     print(json.dumps(figures))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    finally:
+        sweep()
+    sys.exit(code)
