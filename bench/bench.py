@@ -436,38 +436,69 @@ LINE = b"y" * 330
 """About one turn's transcript write on the fan-out (a message line and the turn marker)."""
 
 
-def _child_files(folder: str, index: int, turns: int) -> tuple[int, list[str]]:
+SPARES = 64
+"""Spare record files a floor keeps per folder, as ``store.files.SPARE_LIMIT``."""
+
+
+def _child_files(folder: str, index: int, turns: int, spares: list[str]) -> int:
     """A child's transcript (created, one append per turn, still open) and its ``running``
-    sidecar (temp file, rename, marker link): the system calls the runtime makes (strace)."""
+    sidecar (a spare or a new temp file, renamed; the marker linked): the system calls the
+    runtime makes (strace)."""
     transcript = os.open(
         f"{folder}/{index}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600
     )
     for _ in range(turns):
         os.write(transcript, LINE)
-    _record(folder, index, 0)
+    _record(folder, index, 0, spares)
     os.link(f"{folder}/r{index}.json", f"{folder}/.running/{index}")
-    return transcript, [f"{folder}/.running/{index}"]
+    return transcript
 
 
-def _record(folder: str, index: int, version: int) -> None:
-    """One owner write of a sidecar: ``O_EXCL`` temp file, write, ``fstat``, rename."""
-    temp = f"{folder}/.r{index}.{version}.tmp"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    os.write(fd, RECORD)
+def _record(folder: str, index: int, version: int, spares: list[str]) -> None:
+    """One owner write of a sidecar: a spare file (``fstat``) overwritten in place and cut to
+    the record's length, or a new ``O_EXCL`` temp file written; ``fstat``, rename over the
+    record. In place, not emptied first as ``store.atomic._open_spare`` does: on this VM's ext4
+    (no journal, ``discard``) ``ftruncate(0)`` frees the block with a synchronous discard and
+    marks the file for a forced write-back at ``close`` (``auto_da_alloc``), and a floor is the
+    cheapest way known (docs/performance.md, "Session 9: the floors")."""
+    if spares:
+        temp = spares.pop()
+        fd = os.open(temp, os.O_WRONLY | os.O_NOFOLLOW)
+        os.fstat(fd)
+        os.pwrite(fd, RECORD, 0)
+        os.ftruncate(fd, len(RECORD))
+    else:
+        temp = f"{folder}/.r{index}.{version}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        os.write(fd, RECORD)
     os.fstat(fd)
     os.close(fd)
     os.rename(temp, f"{folder}/r{index}.json")
 
 
+def _retire_marker(folder: str, index: int, spares: list[str]) -> None:
+    """The finished child's marker still names its first record's inode: kept as a spare for a
+    later write (``store.files._retire_marker``), removed past ``SPARES``."""
+    marker = f"{folder}/.running/{index}"
+    if len(spares) >= SPARES:
+        os.unlink(marker)
+        return
+    spare = f"{folder}/.spare/{index}"
+    os.rename(marker, spare)
+    spares.append(spare)
+
+
 def files_floor(n: int, k: int, width: int, base: Path | None = None) -> float:
     """CPU seconds of the files a fan-out's children write, with no runtime: per child one
-    transcript (create, ``k`` appends) and two sidecar writes (started, finished: each a new
-    temp file renamed over the record) with the running marker linked and unlinked; per wave of
-    ``width`` children two ``syncfs`` (the commit pipeline's rounds) and a directory ``fsync``.
-    Done in a fresh folder of the state folder ``base`` (default ``bench_dir()``), as each
-    measured run is, after ``settle``: the calls SPEC §9 makes any durable runtime make (a
-    transcript line per turn, a record replaced atomically at each state change), with none of
-    the runtime's own work."""
+    transcript (create, ``k`` appends) and two sidecar writes (started, finished: each a spare
+    file rewritten or a new temp file, renamed over the record) with the running marker linked
+    and then kept as a spare; per wave of ``width`` children two ``syncfs`` (the commit pipeline's
+    rounds) and a directory ``fsync``. What SPEC §9 makes any durable runtime do — a transcript
+    per child, a line per turn, a record replaced atomically at each state change — with the
+    fewest creates and frees known (the runtime's spares: an inode freed on a journal-less ext4
+    slows each later create, ``bench_dir``) and none of the runtime's own work. Done in a fresh
+    folder of the state folder ``base`` (default ``bench_dir()``), as each measured run is,
+    after ``settle``."""
     from subagents.store.atomic import syncfs_once
 
     with run_folder("floor-", base) as tmp:
@@ -475,14 +506,16 @@ def files_floor(n: int, k: int, width: int, base: Path | None = None) -> float:
         settle()
         start = time.process_time()
         os.makedirs(f"{folder}/.running")
+        os.makedirs(f"{folder}/.spare")
         directory = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        spares: list[str] = []
         for first in range(0, n, width):
             wave = range(first, min(n, first + width))
-            opened = [_child_files(folder, index, k) for index in wave]
+            opened = [_child_files(folder, index, k, spares) for index in wave]
             syncfs_once(directory) or os.fsync(directory)
-            for index, (transcript, markers) in zip(wave, opened, strict=True):
-                _record(folder, index, 1)
-                os.unlink(markers[0])
+            for index, transcript in zip(wave, opened, strict=True):
+                _record(folder, index, 1, spares)
+                _retire_marker(folder, index, spares)
                 os.close(transcript)
             syncfs_once(directory) or os.fsync(directory)
             os.fsync(directory)
