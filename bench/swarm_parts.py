@@ -10,6 +10,7 @@ warm-up is collected (``--toggle-collect`` on ``functools.reduce``, as ``scale.p
 (pass ``--gc-off`` to take the collector out of every part and of the whole).
 
     python bench/swarm_parts.py [--n 1000 --k 5 --latency 50 --gc-off]
+    python bench/swarm_parts.py --part subagents.agents.durability:build_record ...
 
 Needs valgrind; a few minutes on a quiet machine.
 """
@@ -118,10 +119,29 @@ def _parts() -> list[tuple[str, Any, str]]:
     ]
 
 
-def wrap_parts() -> list[tuple[str, str]]:
+def _named_parts(names: list[str]) -> list[tuple[str, Any, str]]:
+    """``module:attribute`` or ``module:Class.attribute`` as ``_parts`` gives them: the name is
+    replaced where it is looked up (a function imported by name is patched in its importer)."""
+    import importlib
+
+    parts = []
+    for name in names:
+        module_name, _, path = name.partition(":")
+        owner: Any = importlib.import_module(module_name)
+        *classes, attribute = path.split(".")
+        for cls in classes:
+            owner = getattr(owner, cls)
+        parts.append((name, owner, attribute))
+    return parts
+
+
+def wrap_parts(names: list[str]) -> list[tuple[str, str]]:
     """Wrap each part in its C function; returns (label, symbol) pairs."""
     named = []
-    for (label, owner, attribute), (symbol, caller) in zip(_parts(), WRAPPERS, strict=False):
+    parts = _named_parts(names) if names else _parts()
+    if len(parts) > len(WRAPPERS):
+        raise SystemExit(f"at most {len(WRAPPERS)} parts per run")
+    for (label, owner, attribute), (symbol, caller) in zip(parts, WRAPPERS, strict=False):
         original = getattr(owner, attribute)
 
         def wrapped(
@@ -134,18 +154,18 @@ def wrap_parts() -> list[tuple[str, str]]:
     return named
 
 
-def inside(n: int, k: int, latency_ms: int, gc_off: bool) -> None:
+def inside(n: int, k: int, latency_ms: int, gc_off: bool, names: list[str]) -> None:
     sys.path.insert(0, str(HERE))
     import scale
 
-    named = wrap_parts()
+    named = wrap_parts(names)
     if gc_off:
         gc.disable()  # (the runtime then neither freezes nor tunes: nothing is collected)
     figures = scale.measured_swarm(n, k, latency_ms)
     print(json.dumps({"model_calls": figures["model_calls"], "parts": named}))
 
 
-def measure(n: int, k: int, latency_ms: int, gc_off: bool) -> dict[str, Any]:
+def measure(n: int, k: int, latency_ms: int, gc_off: bool, names: list[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="swarm-parts-") as tmp:
         out = f"{tmp}/callgrind.out"
         command = [
@@ -161,6 +181,7 @@ def measure(n: int, k: int, latency_ms: int, gc_off: bool) -> dict[str, Any]:
             f"--k={k}",
             f"--latency={latency_ms}",
             *(["--gc-off"] if gc_off else []),
+            *(f"--part={name}" for name in names),
         ]
         env = dict(os.environ, PYTHONHASHSEED="0")
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
@@ -193,12 +214,19 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--latency", type=int, default=50)
     parser.add_argument("--gc-off", action="store_true")
+    parser.add_argument(
+        "--part",
+        action="append",
+        default=[],
+        help="module:function or module:Class.method to count instead of the default parts",
+    )
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inside:
-        inside(args.n, args.k, args.latency, args.gc_off)
+        inside(args.n, args.k, args.latency, args.gc_off, args.part)
         return
-    print(json.dumps(measure(args.n, args.k, args.latency, args.gc_off), indent=2))
+    figures = measure(args.n, args.k, args.latency, args.gc_off, args.part)
+    print(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from subagents import json_codec
 from subagents.store import (
     InvalidRecordError,
     ProcessIdentity,
@@ -24,7 +25,8 @@ from subagents.store import (
     WorktreeInfo,
     apply_changes,
 )
-from subagents.store.records import _checked_update, _plain_update, changed_record
+from subagents.store.capabilities import encode_record
+from subagents.store.records import _all_plain, _checked_update, changed_record
 from subagents.testing.store_conformance import make_record
 
 
@@ -156,6 +158,25 @@ def test_unknown_and_immutable_fields_are_refused() -> None:
 def test_a_record_that_cannot_be_written_is_refused_on_both_paths() -> None:
     broken = make_record("a00000001")
     object.__setattr__(broken, "lineage", None)  # an unchanged field that to_dict cannot write
-    for update in (_plain_update, _checked_update):
+    changes = {"notified": True}
+    assert _all_plain(changes)  # ``changed_record`` takes the plain path
+    for update in (
+        lambda: changed_record(broken, changes, now=1.0),
+        lambda: _checked_update(broken, changes, changes),
+    ):
         with pytest.raises(InvalidRecordError, match=r"update of agent a00000001: \['notified'\]"):
-            update(broken, {"notified": True}, {"notified": True})
+            update()
+
+
+@pytest.mark.parametrize("name", sorted(CANDIDATES))
+def test_an_updated_record_is_encoded_as_its_json_form(name: str) -> None:
+    """An owner write encodes the updated record from its fields (``record_encoding``), not
+    from a ``to_dict``: the bytes must be those of its JSON form, for every value an update
+    lets through."""
+    record = make_record("a00000001")
+    for value in CANDIDATES[name]:
+        try:
+            updated = apply_changes(record, {name: value}, now=9.0)
+        except (InvalidRecordError, TerminalStatusError):
+            continue
+        assert encode_record(updated) == json_codec.dumps(updated.to_dict()) + b"\n", (name, value)

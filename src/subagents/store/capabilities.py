@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from subagents import json_codec
+from subagents.store import record_encoding
 from subagents.store.errors import StoreError
 from subagents.store.process_identity import ProcessIdentity
 from subagents.store.protocol import Store
@@ -184,8 +185,9 @@ def apply_each(store: Store, ops: Sequence[BatchOp]) -> list[BatchOutcome]:
 
 
 def encode_record(record: SidecarRecord) -> bytes:
-    """Compact JSON, one line (``json_codec``: the hot path's fast encoder)."""
-    return encode_record_data(record.to_dict())
+    """Compact JSON, one line (``json_codec``'s bytes of ``to_dict()``; the parts siblings share
+    encoded once: ``record_encoding``)."""
+    return record_encoding.encode_record(record)
 
 
 def encode_record_data(data: dict[str, Any]) -> bytes:

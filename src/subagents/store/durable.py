@@ -39,12 +39,11 @@ from subagents.store.capabilities import (
     OwnerWrites,
     apply_each,
     encode_record,
-    encode_record_data,
 )
 from subagents.store.pipeline import CommitPipeline
 from subagents.store.process_identity import ProcessIdentity, current_identity
 from subagents.store.protocol import Store
-from subagents.store.records import ConfigSnapshot, SidecarRecord, changed_record
+from subagents.store.records import ConfigSnapshot, SidecarRecord, apply_changes
 from subagents.store.writer import DurableWriter
 
 log = logging.getLogger(__name__)
@@ -174,13 +173,13 @@ class DurableRecords:
         current = self._latest.get(agent_id)
         if current is None:
             return self._call(BatchOp("update", (agent_id,), changes))
-        # One build of the record's JSON form: the one validating the change made.
-        updated, data = changed_record(current, changes, now=time.time())
+        # No ``to_dict`` of the whole record: it is encoded from its fields (``record_encoding``).
+        updated = apply_changes(current, changes, now=time.time())
         if updated.is_terminal:
             del self._latest[agent_id]
         else:
             self._latest[agent_id] = updated
-        return self._own(OwnedWrite(record=updated, data=encode_record_data(data)))
+        return self._own(OwnedWrite(record=updated, data=encode_record(updated)))
 
     def finished(self, agent_id: str, **changes: Any) -> Written:
         """The terminal write (``changes`` include a terminal ``status``); await it before the
