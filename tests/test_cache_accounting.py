@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
 from pathlib import Path
 from typing import Any
 
@@ -269,3 +271,54 @@ def test_a_message_fingerprint_is_its_content() -> None:
     # What orjson refuses (an integer beyond 64 bits) is still fingerprinted, by its content.
     assert fingerprint(tool_use(1 << 70)) == fingerprint(tool_use(1 << 70))
     assert fingerprint(tool_use(1 << 70)) != fingerprint(tool_use(1 << 71))
+
+
+def test_random_histories_read_the_longest_prefix_any_earlier_request_served() -> None:
+    """Agents growing their histories, forks sending their parent's message objects, equal
+    content in new objects, retries, a shortened history, another system or tool array: every
+    answer's usage is what a plain search over all served prefixes (by content) gives."""
+    rng = random.Random(9)
+    texts = ["alpha " * 300, "beta " * 40, "gamma", "delta " * 700]
+    answers = iter(rng.choice(texts[:3]) for _ in range(100_000))
+    model = ScriptedModel.from_function(lambda req: {"text": next(answers)})
+    systems = [SYSTEM, "t" * 5000]
+    tools = [TOOLS, [*TOOLS, ToolSchema(name="Note", description="n", input_schema={})]]
+    served: set[tuple[Any, ...]] = set()
+    histories: dict[str, list[Message]] = {}
+    setups: dict[str, tuple[str, list[ToolSchema]]] = {}
+    for step in range(600):
+        agent = rng.choice([*histories, f"agent-{step}"]) if histories else "agent-0"
+        if agent not in histories or rng.random() < 0.05:
+            parent = rng.choice(list(histories.values())) if histories else []
+            # A fork sends its parent's message objects; others start afresh.
+            start = parent[: rng.randrange(len(parent) + 1)] if rng.random() < 0.5 else []
+            histories[agent] = [*start, user_message(rng.choice(texts))]
+            system = rng.choice(systems)
+            setups[agent] = (system, list(rng.choice(tools)))  # equal content, a new list
+        history = histories[agent]
+        if rng.random() < 0.05 and len(history) > 2:
+            del history[rng.randrange(1, len(history)) :]  # a compaction, a resumed agent
+        if rng.random() < 0.03:
+            setups[agent] = (rng.choice(systems), rng.choice(tools))
+        system, tool_list = setups[agent]
+        req = request(agent, list(history), system=system, tools=tool_list)
+        keys = [(system, tuple(scripted_cache.schema_fingerprint(t) for t in tool_list))]
+        sizes = [len(system)]
+        for message in history:
+            keys.append(scripted_cache.message_fingerprint(message))
+            sizes.append(sizes[-1] + scripted_cache.message_chars(message))
+        prefixes = [tuple(keys[: n + 1]) for n in range(len(keys))]
+        known = [n for n, prefix in enumerate(prefixes) if prefix in served]
+        shared = sizes[max(known)] if known else 0
+        served.update(prefixes)
+        done = asyncio.run(complete(model, req))
+        total = sizes[-1] // 4 or 1
+        read = min(shared // 4, total)
+        written = total - read if total - read >= CACHE_WRITE_MIN_TOKENS else 0
+        assert (done.usage.cache_read_input_tokens, done.usage.cache_creation_input_tokens) == (
+            read,
+            written,
+        ), step
+        assert done.usage.input_tokens == total - read - written, step
+        if rng.random() < 0.9:
+            history += [done.message, user_message(rng.choice(texts))]

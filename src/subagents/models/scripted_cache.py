@@ -254,6 +254,10 @@ class AgentPrefix:
         ):
             node, seen, self.base = root, 0, root
         answer = self.answer
+        if shared < 0 and node.lone is None and node.children is None:
+            # Nothing followed this prefix yet (an agent's own history, call after call): the
+            # next message is new, and ``child`` would only say so. Served up to here.
+            shared = node.size
         for index in range(seen, size):
             message = messages[index]
             if shared < 0:
