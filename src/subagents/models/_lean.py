@@ -40,7 +40,7 @@ from subagents.models._sdk_support import (
     status_error,
     stream_error_kind,
 )
-from subagents.models._sse import SSEDecoder, SSEEvent
+from subagents.models._sse import SSEDecoder
 from subagents.models.base import (
     MessageDone,
     ModelError,
@@ -68,9 +68,10 @@ class StreamErrorEvent(Exception):
 
 class WireAssembler(Assembler, Protocol):
     """Builds one assistant message from a stream's events: SDK objects' dicts (``feed``) or
-    the SSE records of one network read (``feed_events``, which returns the texts to show)."""
+    the raw SSE records of one network read (``feed_records``, which returns the texts to
+    show)."""
 
-    def feed_events(self, events: list[SSEEvent], /) -> list[str]: ...
+    def feed_records(self, records: list[bytes], /) -> list[str]: ...
 
 
 def choose_transport(*, has_client: bool, has_static_credential: bool, base_url: str) -> Transport:
@@ -135,12 +136,12 @@ class LeanCall:
         """Text deltas as they come, then the whole message."""
         with abort_scope(self.abort):
             response = await self._open()
-            decoder, feed = SSEDecoder(), self.assembler.feed_events
+            decoder, feed = SSEDecoder(), self.assembler.feed_records
             try:
                 async for piece in response.body():
-                    for text in feed(decoder.feed(piece)):
+                    for text in feed(decoder.records(piece)):
                         yield TextDelta(text=text)
-                feed(decoder.flush())
+                feed(decoder.flush_records())
             except (HTTPTransportError, StreamErrorEvent) as exc:
                 raise _failure(exc, response, self.label) from _cause(exc)
             finally:
@@ -152,10 +153,10 @@ class LeanCall:
         ``complete`` needs, and all the agent loop asks for), and no async generator."""
         with abort_scope(self.abort):
             response = await self._open()
-            decoder, feed = SSEDecoder(), self.assembler.feed_events
+            decoder, feed = SSEDecoder(), self.assembler.feed_records
             try:
-                await response.each(lambda piece: feed(decoder.feed(piece)))
-                feed(decoder.flush())
+                await response.each(lambda piece: feed(decoder.records(piece)))
+                feed(decoder.flush_records())
             except (HTTPTransportError, StreamErrorEvent) as exc:
                 raise _failure(exc, response, self.label) from _cause(exc)
             finally:

@@ -47,7 +47,7 @@ from subagents.models._sdk_support import (
     load_sdk,
     parse_tool_arguments,
 )
-from subagents.models._sse import SSEEvent
+from subagents.models._sse import parse_record
 from subagents.models.base import MessageDone, ModelError, ModelRequest
 from subagents.models.wire_tools import WireTools
 
@@ -207,6 +207,41 @@ def cached_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
 USAGE_KEYS = tuple(Usage().to_dict())
 
 
+_NO_RUN = b"\n\n"
+"""A prefix no record starts with (a record holds no blank line)."""
+
+
+def _run_prefix(index: int, text: bool) -> bytes:
+    """A delta record to block ``index``, as the Messages API writes it, up to its string."""
+    kind = b'"text_delta","text":' if text else b'"input_json_delta","partial_json":'
+    return (
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+        b'"delta":{"type":%s' % (index, kind)
+    )
+
+
+def _known_records() -> dict[bytes, tuple[str, int]]:
+    """Records the Messages API sends as these exact bytes, and what each does: nothing
+    (``ping``), end the message, finish block N (``stop``), start an empty text block N."""
+    known = {
+        b'event: ping\ndata: {"type":"ping"}': ("ping", 0),
+        b'event: message_stop\ndata: {"type":"message_stop"}': ("message_stop", 0),
+    }
+    for index in range(_KNOWN_BLOCKS):
+        stop = b'event: content_block_stop\ndata: {"type":"content_block_stop","index":%d}'
+        known[stop % index] = ("stop", index)
+        start = (
+            b'event: content_block_start\ndata: {"type":"content_block_start","index":%d,'
+            b'"content_block":{"type":"text","text":""}}'
+        )
+        known[start % index] = ("start", index)
+    return known
+
+
+_KNOWN_BLOCKS = 16
+_KNOWN_RECORDS = _known_records()
+
+
 @dataclass(kw_only=True)
 class StreamAssembler:
     """Builds the assistant message, usage and stop reason from Messages stream events, each
@@ -223,43 +258,125 @@ class StreamAssembler:
     usage: dict[str, int] = field(default_factory=dict)
     stop_reason: str = "end_turn"
     stopped: bool = False
+    run_prefix: bytes = _NO_RUN
+    """The bytes a delta record to the block last started opens with, up to its string
+    (``_run_prefix``); ``feed_records`` reads runs of such records without parsing each."""
+    run_index: int = -1
+    run_text: bool = False
+    """Whether the run's strings are text (else a tool's input JSON)."""
 
-    def feed_events(self, events: list[SSEEvent]) -> list[str]:
-        """SSE records; returns the texts to show live. Like the SDK: unnamed records and pings
-        are skipped, an ``error`` record ends the stream with the error it carries. A text
-        delta, most of a stream, is applied here without a call per event, and so is a tool
-        input's delta after its block's first (whose block and piece list then exist)."""
+    def feed_records(self, records: list[bytes]) -> list[str]:
+        """SSE records (``SSEDecoder.records``); returns the texts to show live.
+
+        A run of deltas to the block last started — text or tool input, most of a stream — is
+        read straight from the records' bytes: each is ``run_prefix + STRING + "}}"``, and the
+        run's strings are parsed in one ``orjson`` call and applied at once (``_apply_run``).
+        A record the API sends byte for byte the same every time (``_KNOWN_RECORDS``: a ping,
+        a block's stop, an empty text block's start, the message's stop) is looked up whole
+        and applied as its parse would be. Every other record is parsed and applied as the SDK
+        would (``_feed_event``); ``tests/wire/test_lean_records.py`` checks that all three
+        readings give what that one gives alone, on streams split, cut and corrupted."""
         shown: list[str] = []
-        for name, data in events:
-            if name is None or name == "ping" or not data:
+        prefix, size = self.run_prefix, len(self.run_prefix)
+        run: list[bytes] = []
+        for record in records:
+            if record[:size] == prefix and record[-2:] == b"}}":
+                run.append(record[size:-2])
                 continue
-            if name == "error":
-                raise _stream_error(data)
-            try:
-                event = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                raise not_json(data) from None
-            if event.get("type") == "content_block_delta":
-                index, delta = event["index"], event["delta"]
-                kind = delta.get("type")
-                if kind != "text_delta":
-                    json_pieces = self.partial_json.get(index)
-                    if kind == "input_json_delta" and json_pieces is not None:
-                        json_pieces.append(delta["partial_json"])
-                    else:
-                        self._apply_delta(index, delta)
+            if run:
+                self._apply_run(run, shown)
+                run = []
+            known = _KNOWN_RECORDS.get(record)
+            if known is not None:
+                kind, index = known
+                if kind == "stop":
+                    self._finish_block(index)
+                elif kind == "start":
+                    self._join_text(index)
+                    self.blocks[index] = {"type": "text", "text": ""}
+                    self._expect_run(index, "text")
+                elif kind == "message_stop":
+                    self.stopped = True
+            else:
+                event = parse_record(record)
+                if event is None:
                     continue
-                text = delta["text"]
-                pieces = self.texts.get(index)
-                if pieces is None:
-                    pieces = self._text_pieces(index)
-                pieces.append(text)
-                shown.append(text)
-                continue
-            text = self.feed(event)
-            if text:
-                shown.append(text)
+                self._feed_event(event[0], event[1], shown)
+            prefix, size = self.run_prefix, len(self.run_prefix)
+        if run:
+            self._apply_run(run, shown)
         return shown
+
+    def _feed_event(self, name: str | None, data: bytes, shown: list[str]) -> None:
+        """One record as the SDK reads it: unnamed records and pings are skipped, an ``error``
+        record ends the stream with the error it carries; a tool input's delta after its
+        block's first (whose block and piece list then exist) is applied inline."""
+        if name is None or name == "ping" or not data:
+            return
+        if name == "error":
+            raise _stream_error(data)
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise not_json(data) from None
+        if event.get("type") == "content_block_delta":
+            index, delta = event["index"], event["delta"]
+            json_pieces = self.partial_json.get(index)
+            if delta.get("type") == "input_json_delta" and json_pieces is not None:
+                json_pieces.append(delta["partial_json"])
+                return
+            text = self._apply_delta(index, delta)
+        else:
+            text = self.feed(event)
+        if text is not None:
+            shown.append(text)
+
+    def _apply_run(self, run: list[bytes], shown: list[str]) -> None:
+        """Apply deltas whose records were ``run_prefix + piece + "}}"`` each, as
+        ``_feed_event`` would one by one.
+
+        Why one parse is the same as one per record: the pieces come from records with no blank
+        line inside, and are joined as ``[p1,<TAB>p2,<TAB>...]``. If that parses to as many
+        strings as there are pieces, with no LF in any piece, every piece is exactly one JSON
+        string (whitespace around it allowed): a tab cannot stand inside a JSON string, so each
+        inserted comma is outside every string, and in an array of strings only, that makes
+        it a separator — n - 1 of them, and n values, leave no other. Then each record,
+        ``run_prefix`` (an event line and a data line up to the delta's string, which the
+        prefix is built to end at) + that string + ``}}``, is one data line whose JSON holds
+        exactly that string there. Anything else (a piece that is not a lone string, a LF,
+        invalid UTF-8) is fed record by record, failing as it would have."""
+        joined = b",\t".join(run)
+        values: Any = None
+        if joined.find(b"\n") < 0:
+            try:
+                values = orjson.loads(b"[" + joined + b"]")
+            except orjson.JSONDecodeError:
+                values = None
+        if values is not None and len(values) == len(run):
+            try:
+                text = "".join(values)
+            except TypeError:  # not all strings
+                text = None
+            if text is not None:
+                index = self.run_index
+                if self.run_text:
+                    pieces = self.texts.get(index)
+                    if pieces is None:
+                        pieces = self._text_pieces(index)
+                    pieces.append(text)
+                    shown += values
+                    return
+                pieces = self.partial_json.get(index)
+                if pieces is None:
+                    self.blocks.setdefault(index, {"type": "text", "text": ""})
+                    pieces = self.partial_json[index] = []
+                pieces.append(text)
+                return
+        prefix = self.run_prefix
+        for piece in run:
+            event = parse_record(prefix + piece + b"}}")  # the record as it came
+            if event is not None:
+                self._feed_event(event[0], event[1], shown)
 
     def feed(self, event: dict[str, Any]) -> str | None:
         """Apply one event; returns text to show live, if the event carried some."""
@@ -271,7 +388,8 @@ class StreamAssembler:
         elif kind == "content_block_start":
             index = event["index"]
             self._join_text(index)
-            self.blocks[index] = start_block(event["content_block"])
+            block = self.blocks[index] = start_block(event["content_block"])
+            self._expect_run(index, block.get("type"))
         elif kind == "content_block_stop":
             self._finish_block(event["index"])
         elif kind == "message_delta":
@@ -327,6 +445,15 @@ class StreamAssembler:
         elif kind == "signature_delta":
             block["signature"] = delta["signature"]
         return None
+
+    def _expect_run(self, index: object, kind: object) -> None:
+        """After a block's start: its deltas' records are what a run is made of."""
+        if type(index) is int and (kind == "text" or kind == "tool_use"):
+            text = kind == "text"
+            self.run_prefix = _run_prefix(index, text)
+            self.run_index, self.run_text = index, text
+        else:
+            self.run_prefix = _NO_RUN
 
     def _text_pieces(self, index: int) -> list[str]:
         """The text pieces of block ``index`` (a delta before its start makes a text block)."""

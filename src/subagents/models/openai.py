@@ -50,7 +50,7 @@ from subagents.models._sdk_support import (
     load_sdk,
     parse_tool_arguments,
 )
-from subagents.models._sse import SSEEvent
+from subagents.models._sse import SSEEvent, parse_record
 from subagents.models.base import MessageDone, ModelError, ModelRequest
 from subagents.models.openai_messages import HistoryConversions
 from subagents.models.wire_tools import WireTools
@@ -197,6 +197,10 @@ def to_openai_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
     return out
 
 
+_NO_RUN = b"\n"
+"""A prefix no record of the inline shape starts with (a data line holds no LF)."""
+
+
 @dataclass(kw_only=True)
 class _ToolCallSlot:
     id: str = ""
@@ -222,34 +226,129 @@ class ChunkAssembler:
     skip: bytes | None = None
     """The proven opening (b"" when the first chunk's could not be proven); None before it."""
 
-    def feed_events(self, events: list[SSEEvent]) -> list[str]:
-        """SSE records; returns the texts to show live. Like the SDK: ``[DONE]`` ends the
-        stream, and a chunk carrying an ``error`` fails the call with it."""
+    run_prefix: bytes = _NO_RUN
+    """The bytes a chunk record like the last one learnt from opens with, up to the string
+    it adds (``_learn``); ``feed_records`` reads runs of such records without parsing each."""
+    run_suffix: bytes = b""
+    """What follows that string in such a record."""
+    run_call: int | None = None
+    """The tool call whose arguments the run's strings are; None: they are text."""
+
+    def feed_records(self, records: list[bytes]) -> list[str]:
+        """SSE records (``SSEDecoder.records``); returns the texts to show live.
+
+        A run of chunks that differ from the one a template was learnt from only in the text
+        or tool arguments they add (``_learn``) is read straight from the records' bytes and
+        applied at once (``_apply_run``); every other record is parsed (``_feed_data``).
+        ``tests/wire/test_lean_records.py`` checks both readings give what the second gives
+        alone, on streams split, cut and corrupted."""
         shown: list[str] = []
+        prefix, suffix = self.run_prefix, self.run_suffix
+        size, tail = len(prefix), -len(suffix)
+        run: list[bytes] = []
+        for record in records:
+            if record[:size] == prefix and record[tail:] == suffix:
+                run.append(record[size:tail])
+                continue
+            if run:
+                self._apply_run(run, shown)
+                run = []
+            if record[:6] == b"data: " and record.find(b"\n") < 0:  # the usual shape, inline
+                data = record[6:]
+            else:
+                event = parse_record(record)
+                if event is None:
+                    continue
+                data = event[1]
+            self._feed_data(data, shown)
+            if self.run_prefix is not prefix:
+                prefix, suffix = self.run_prefix, self.run_suffix
+                size, tail = len(prefix), -len(suffix)
+        if run:
+            self._apply_run(run, shown)
+        return shown
+
+    def feed_events(self, events: list[SSEEvent]) -> list[str]:
+        """SSE records, parsed; returns the texts to show live."""
+        shown: list[str] = []
+        for _name, data in events:
+            self._feed_data(data, shown)
+        return shown
+
+    def _feed_data(self, data: bytes, shown: list[str]) -> None:
+        """One record's data as the SDK reads it: ``[DONE]`` ends the stream, and a chunk
+        carrying an ``error`` fails the call with it. A chunk read from after its opening that
+        adds only text or only arguments to one call is learnt from (``_learn``)."""
+        if data[:6] == b"[DONE]":
+            return
         skip = self.skip
         size = len(skip) if skip else 0
-        for _name, data in events:
-            if data[:6] == b"[DONE]":
-                continue
+        rest = None
+        try:
+            if size and data[:size] == skip and data[size : size + 1] == b'"':
+                rest = data[size:]
+                try:
+                    chunk = orjson.loads(b"{" + rest)
+                except orjson.JSONDecodeError:
+                    chunk = orjson.loads(data)  # raises as the whole chunk would
+            else:
+                chunk = orjson.loads(data)
+                if skip is None:  # the first chunk: is its opening provably skippable?
+                    self.skip = _skippable(data)
+        except orjson.JSONDecodeError:
+            raise not_json(data) from None
+        if type(chunk) is dict and chunk.get("error"):
+            raise _chunk_error(chunk["error"])
+        text = self.feed(chunk)
+        if text:
+            shown.append(text)
+        if rest is not None:
+            self._learn(rest, chunk)
+
+    def _learn(self, rest: bytes, chunk: dict[str, Any]) -> None:
+        """Make ``chunk`` (``skip + rest``) the run template if it only adds a string: text,
+        or one call's arguments (``_template``)."""
+        found = _template(rest, chunk)
+        if found is None:
+            return
+        head, suffix, call = found
+        assert self.skip
+        self.run_prefix, self.run_suffix, self.run_call = b"data: " + self.skip + head, suffix, call
+
+    def _apply_run(self, run: list[bytes], shown: list[str]) -> None:
+        """Apply chunks whose records were ``run_prefix + piece + run_suffix`` each, as
+        ``_feed_data`` would one by one: the pieces parsed in one call, proven to be one JSON
+        string each as ``anthropic.StreamAssembler._apply_run`` proves it, and the template
+        proven to read any string there as it reads the one it was learnt with (``_template``),
+        with no other effect than adding it."""
+        joined = b",\t".join(run)
+        values: Any = None
+        if joined.find(b"\n") < 0:
             try:
-                if size and data[:size] == skip and data[size : size + 1] == b'"':
-                    try:
-                        chunk = orjson.loads(b"{" + data[size:])
-                    except orjson.JSONDecodeError:
-                        chunk = orjson.loads(data)  # raises as the whole chunk would
-                else:
-                    chunk = orjson.loads(data)
-                    if skip is None:  # the first chunk: is its opening provably skippable?
-                        skip = self.skip = _skippable(data)
-                        size = len(skip)
+                values = orjson.loads(b"[" + joined + b"]")
             except orjson.JSONDecodeError:
-                raise not_json(data) from None
-            if type(chunk) is dict and chunk.get("error"):
-                raise _chunk_error(chunk["error"])
-            text = self.feed(chunk)
-            if text:
-                shown.append(text)
-        return shown
+                values = None
+        if values is not None and len(values) == len(run):
+            try:
+                text = "".join(values)
+            except TypeError:  # not all strings
+                text = None
+            if text is not None:
+                call = self.run_call
+                if call is None:
+                    self.text.append(text)
+                    shown += filter(None, values)
+                    return
+                slot = self.calls.get(call)
+                if slot is None:
+                    slot = self.calls[call] = _ToolCallSlot()
+                slot.arguments.append(text)
+                return
+        prefix, suffix = self.run_prefix, self.run_suffix
+        for piece in run:
+            event = parse_record(prefix + piece + suffix)  # the record as it came
+            if event is not None:
+                self._feed_data(event[1], shown)
 
     def feed(self, chunk: dict[str, Any]) -> str | None:
         """Apply one chunk; returns text to show live, if it carried some.
@@ -351,6 +450,92 @@ def _skippable(chunk: bytes) -> bytes:
     if type(opening) is not dict or not opening or not _READ.isdisjoint(opening):
         return b""
     return chunk[:cut]
+
+
+def _template(rest: bytes, chunk: dict[str, Any]) -> tuple[bytes, bytes, int | None] | None:
+    """``(head, suffix, call)`` when ``chunk`` (parsed from ``{ + rest``) adds only a string —
+    text (``call`` None) or call ``call``'s arguments — and ``rest`` is ``head + that string's
+    JSON + suffix``, proven to read any string there the same way (``_proven``)."""
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1 or chunk.get("usage"):
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("index", 0) != 0 or choice.get("finish_reason"):
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict:
+        return None
+    content, calls = delta.get("content"), delta.get("tool_calls")
+    if type(content) is str and not calls:
+        key, value, call = b'"content":', content, None
+    elif not content and type(calls) is list and len(calls) == 1 and type(calls[0]) is dict:
+        tool = calls[0]
+        function, index = tool.get("function"), tool.get("index")
+        if index is None:
+            index = 0
+        if type(index) is not int or tool.get("id") or type(function) is not dict:
+            return None
+        arguments = function.get("arguments")
+        if type(arguments) is not str or function.get("name"):
+            return None
+        key, value, call = b'"arguments":', arguments, index
+    else:
+        return None
+    encoded = orjson.dumps(value)
+    at = rest.find(key + encoded)
+    if at < 0:
+        return None
+    cut = at + len(key)
+    head, suffix = rest[:cut], rest[cut + len(encoded) :]
+    if not suffix or not _proven(head, suffix, chunk, value):
+        return None
+    return head, suffix, call
+
+
+def _proven(head: bytes, suffix: bytes, chunk: dict[str, Any], value: str) -> bool:
+    """Whether ``{ + head + S + suffix`` reads, for every JSON string S, as ``chunk`` with
+    ``value`` (the string it was read with) replaced by S's — checked once per template with
+    a probe string, and remembered.
+
+    Why one probe proves it for every string: JSON is parsed token by token, a string token
+    is one token whatever it holds, and whether it is a key or a value depends only on what
+    precedes it. If the probe parses and the result differs from ``chunk`` exactly where
+    ``value`` was, replaced by the probe, that token is the value there (the probe is not
+    ``value``, so nothing else can have supplied it); any other string in its place is read
+    there too, and everything else the same."""
+    if (head, suffix) in _PROVEN:
+        return True
+    probe = '\u00e9 probe \\ "'
+    if value == probe:
+        return False
+    try:
+        read = orjson.loads(b"{" + head + orjson.dumps(probe) + suffix)
+        expected = orjson.loads(b"{" + head + orjson.dumps(value) + suffix)
+    except orjson.JSONDecodeError:
+        return False
+    if expected != chunk or not _replace(expected, value, probe) or read != expected:
+        return False
+    if len(_PROVEN) >= 64:
+        _PROVEN.clear()
+    _PROVEN.add((head, suffix))
+    return True
+
+
+_PROVEN: set[tuple[bytes, bytes]] = set()
+"""Templates already proven (by ``(head, suffix)``: a property of the bytes alone)."""
+
+
+def _replace(chunk: dict[str, Any], value: str, probe: str) -> bool:
+    """Put ``probe`` where ``_template`` found ``value`` in ``chunk`` (in place)."""
+    delta = chunk["choices"][0]["delta"]
+    if delta.get("content") == value and not delta.get("tool_calls"):
+        delta["content"] = probe
+        return True
+    function = delta["tool_calls"][0]["function"]
+    if function.get("arguments") != value:
+        return False
+    function["arguments"] = probe
+    return True
 
 
 def map_usage(usage: dict[str, Any]) -> Usage:

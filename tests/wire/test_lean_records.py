@@ -1,0 +1,279 @@
+"""The assemblers' reading of raw SSE records against parsing every record on its own.
+
+``feed_records`` reads runs of delta records straight from their bytes (one ``orjson`` call
+per run, ``_apply_run``) and, on Anthropic streams, records the API sends byte for byte the
+same (pings, block stops) by a look-up. Each must leave the assembler exactly as parsing and
+applying every record alone does — the same message, usage, stop reason, texts shown, and
+the same error where the stream is broken — for every stream split anywhere into reads, cut
+short, or corrupted inside or around a run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagents.models import _http, _sse
+from subagents.models.anthropic import StreamAssembler
+from subagents.models.openai import ChunkAssembler
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+RECORDED = BENCH / "recorded"
+
+
+def _worker_reply(provider: str, turn: int) -> bytes:
+    """The de-chunked body the bench's replay server sends a worker (bench/replay_server.py)."""
+    import sys
+
+    sys.path.insert(0, str(BENCH))
+    from replay_server import AnthropicReplay, FanoutScenario, OpenAIReplay, encode
+
+    calls = FanoutScenario(n=2, k=3).calls(["Note"], turn)
+    replay = OpenAIReplay() if provider == "openai" else AnthropicReplay()
+    piece, _ = _http._dechunk(bytearray(b"".join(encode(replay.reply(calls, None))) + b"0\r\n\r\n"))
+    return piece
+
+
+def _streams(provider: str) -> dict[str, bytes]:
+    files = sorted(RECORDED.glob(f"{provider}_*.sse"))
+    streams = {path.name: path.read_bytes() for path in files}
+    streams["worker note"] = _worker_reply(provider, 0)
+    streams["worker answer"] = _worker_reply(provider, 2)
+    return streams
+
+
+ANTHROPIC = _streams("anthropic")
+OPENAI = _streams("openai")
+
+
+@pytest.fixture(autouse=True)
+def _fixed_call_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call that came without an id gets a random one: the same one on both readings."""
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=7))
+
+
+def _assembler(provider: str) -> Any:
+    return ChunkAssembler() if provider == "openai" else StreamAssembler()
+
+
+def _outcome(provider: str, reads: list[bytes], *, general: bool) -> object:
+    """Everything an assembler makes of ``reads``: the texts shown per read, then the message
+    (or the error) — through ``feed_records``, or (``general``) every record parsed alone."""
+    assembler = _assembler(provider)
+    decoder = _sse.SSEDecoder()
+    seen: list[object] = []
+    try:
+        for read in [*reads, None]:
+            records = decoder.records(read) if read is not None else decoder.flush_records()
+            if general:
+                shown: list[str] = []
+                for record in records:
+                    event = _sse.parse_record(record)
+                    if event is None:
+                        continue
+                    if provider == "openai":
+                        assembler._feed_data(event[1], shown)
+                    else:
+                        assembler._feed_event(event[0], event[1], shown)
+                seen.append(shown)
+            else:
+                seen.append(assembler.feed_records(records))
+        seen.append(assembler.done("m", "label"))
+    except Exception as exc:  # a broken stream's error must be the same on both readings
+        seen.append((type(exc).__name__, str(exc)))
+    return seen
+
+
+def _same(provider: str, reads: list[bytes]) -> None:
+    assert _outcome(provider, reads, general=False) == _outcome(provider, reads, general=True)
+
+
+def _split(stream: bytes, cuts: list[int]) -> list[bytes]:
+    edges = [0, *cuts, len(stream)]
+    return [stream[a:b] for a, b in itertools.pairwise(edges)]
+
+
+CASES = [("anthropic", name) for name in ANTHROPIC] + [("openai", name) for name in OPENAI]
+
+
+def _stream(provider: str, name: str) -> bytes:
+    return (OPENAI if provider == "openai" else ANTHROPIC)[name]
+
+
+@pytest.mark.parametrize(("provider", "name"), CASES)
+def test_runs_are_read_as_every_record_parsed_alone_split_anywhere(
+    provider: str, name: str
+) -> None:
+    stream = _stream(provider, name)
+    _same(provider, [stream])
+    for cut in range(0, len(stream) + 1, 3):
+        _same(provider, _split(stream, [cut]))
+        _same(provider, [stream[:cut]])  # the stream cut short there
+    rng = random.Random(3)
+    for _ in range(100):
+        cuts = sorted(rng.sample(range(1, len(stream)), rng.randint(1, 8)))
+        _same(provider, _split(stream, cuts))
+
+
+class _CountingAnthropic(StreamAssembler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[int] = []
+        self.parsed: list[bytes] = []
+
+    def _apply_run(self, run: list[bytes], shown: list[str]) -> None:
+        self.runs.append(len(run))
+        super()._apply_run(run, shown)
+
+    def _feed_event(self, name: str | None, data: bytes, shown: list[str]) -> None:
+        self.parsed.append(data)
+        super()._feed_event(name, data, shown)
+
+
+class _CountingOpenAI(ChunkAssembler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[int] = []
+
+    def _apply_run(self, run: list[bytes], shown: list[str]) -> None:
+        self.runs.append(len(run))
+        super()._apply_run(run, shown)
+
+
+def test_the_fast_readings_are_taken() -> None:
+    """Runs and look-ups are what the bench's streams are read by (else the comparisons
+    above would compare the general path with itself)."""
+    anthropic = _CountingAnthropic()
+    anthropic.feed_records(_sse.SSEDecoder().records(ANTHROPIC["worker note"]))
+    assert anthropic.runs == [8, 5]
+    assert len(anthropic.parsed) == 3  # the message's start and delta, the tool's start
+    openai = _CountingOpenAI()
+    openai.feed_records(_sse.SSEDecoder().records(OPENAI["worker note"]))
+    assert openai.runs == [7, 3]
+
+
+# What a corruption puts in place of a delta's string, or around it.
+PIECES = [
+    b'"',
+    b"\\",
+    b'\\"',
+    b"\n",
+    b"\t",
+    b" ",
+    b"\xff",
+    b"\xc3",
+    b'","x":"',
+    b'"},"x":{"a":"',
+    b'"}}',
+    b"}}",
+    b'"a',
+    b"1",
+    b"null",
+    b'["a"]',
+    b",",
+    b"\\u00",
+    b"\\ud800",
+    b"\x00",
+    b"\r",
+    b"\n\n",
+    b'\\n"',
+]
+
+
+def _mutations(stream: bytes, rng: random.Random) -> list[bytes]:
+    """``stream`` with its delta strings corrupted: at each string's quotes and inside it."""
+    out: list[bytes] = []
+    starts = [
+        i
+        for i in range(len(stream))
+        if stream.startswith(
+            (b'"text":"', b'"partial_json":"', b'"content":"', b'"arguments":"'), i
+        )
+    ]
+    for start in starts:
+        quote = stream.index(b'":"', start) + 2
+        end = quote + 1
+        while stream[end : end + 1] != b'"':
+            end += 2 if stream[end : end + 1] == b"\\" else 1
+        for at in (quote, quote + 1, end, end + 1, (quote + end) // 2):
+            piece = rng.choice(PIECES)
+            out.append(stream[:at] + piece + stream[at:])
+            out.append(stream[:at] + piece + stream[at + 1 :])
+    for _ in range(150):
+        at = rng.randrange(len(stream))
+        out.append(stream[:at] + rng.choice(PIECES) + stream[at + rng.randint(0, 3) :])
+    return out
+
+
+@pytest.mark.parametrize(("provider", "name"), CASES)
+def test_corrupted_runs_fail_or_read_as_every_record_parsed_alone(provider: str, name: str) -> None:
+    stream = _stream(provider, name)
+    rng = random.Random(name)
+    for variant in _mutations(stream, rng):
+        _same(provider, [variant])
+        cut = rng.randrange(len(variant))
+        _same(provider, _split(variant, [cut]))
+
+
+NOT_ONE_STRING = [
+    [b'"a', b'b","c"'],  # a string closed early, and one the next piece closes
+    [b'"a",\t"b"', b'"c"'],  # two strings in one piece
+    [b'"a"', b"1"],  # not a string
+    [b'"a"', b'"b"\n'],  # a LF: the record is two lines
+    [b'"a"', b'"b" '],
+    [b'"a"', b' "b"'],
+    [b'"\xff"', b'"b"'],
+]
+
+
+@pytest.mark.parametrize("pieces", NOT_ONE_STRING)
+def test_anthropic_pieces_that_are_not_each_one_string_are_read_record_by_record(
+    pieces: list[bytes],
+) -> None:
+    """The cases the one-parse proof rules out are what parsing each record gives (mostly
+    an error; whitespace around a string is valid JSON and reads the same)."""
+    start = (
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        b'"content_block":{"type":"text","text":""}}\n\n'
+    )
+    prefix = (
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"text_delta","text":'
+    )
+    stream = start + b"".join(prefix + piece + b"}}\n\n" for piece in pieces)
+    _same("anthropic", [stream + b'event: message_stop\ndata: {"type":"message_stop"}\n\n'])
+
+
+def _openai_content(pieces: list[bytes], *, first: bool = True) -> bytes:
+    """The recorded text stream's first chunk (the role), its second (``first``: some text),
+    then one chunk per piece in the second's shape, and the stream's end."""
+    records = OPENAI["openai_text.sse"].split(b"\n\n")
+    head, template = records[: 2 if first else 1], records[1]
+    at = template.index(b'"content":') + len(b'"content":')
+    end = template.index(b'"},', at) + 1
+    before, after = template[:at], template[end:]
+    body = [*head, *(before + piece + after for piece in pieces), *records[-3:]]
+    return b"\n\n".join(body)
+
+
+@pytest.mark.parametrize("pieces", NOT_ONE_STRING)
+def test_openai_pieces_that_are_not_each_one_string_are_read_record_by_record(
+    pieces: list[bytes],
+) -> None:
+    _same("openai", [_openai_content([b'"x"', *pieces])])
+
+
+def test_an_openai_template_whose_string_is_not_what_the_chunk_reads_is_not_used() -> None:
+    """A chunk whose ``content`` is given twice reads the second: a template cut at the first
+    would read each later chunk's first ``content`` instead (the probe rules it out)."""
+    pieces = [b'"a","content":"a"', b'"b","content":"a"', b'"c","content":"a"']
+    stream = _openai_content(pieces, first=False)
+    _same("openai", [stream])
+    assembler = ChunkAssembler()
+    assembler.feed_records(_sse.SSEDecoder().records(stream))
+    assert "".join(assembler.text) == "aaa"
