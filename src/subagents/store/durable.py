@@ -64,14 +64,6 @@ Written = asyncio.Future[object]
 
 
 @dataclass(kw_only=True)
-class _Owned:
-    """An owned write waiting in the batch, with its caller's future."""
-
-    write: OwnedWrite
-    future: Written
-
-
-@dataclass(kw_only=True)
 class _Call:
     """A batch operation waiting in the batch, with its caller's future."""
 
@@ -94,7 +86,10 @@ class DurableRecords:
     _owner: OwnerWrites | None = field(default=None, init=False)
     """The store, when it takes whole records from their owner (decided once)."""
     _last_touch: dict[str, float] = field(default_factory=dict)
-    _owned: list[_Owned] = field(default_factory=list)
+    _owned: list[OwnedWrite] = field(default_factory=list)
+    """Owned writes waiting in the batch; ``_owned_futures`` holds their callers' futures, one
+    per write (two lists, not a pair object per write)."""
+    _owned_futures: list[Written] = field(default_factory=list)
     _calls: list[_Call] = field(default_factory=list)
     _handover: asyncio.Handle | None = None
     _latest: dict[str, SidecarRecord] = field(default_factory=dict)
@@ -199,9 +194,10 @@ class DurableRecords:
     # -- queueing and handing over ------------------------------------------------------------
 
     def _own(self, write: OwnedWrite) -> Written:
-        item = _Owned(write=write, future=self._future())
-        self._owned.append(item)
-        return item.future
+        future = self._future()
+        self._owned.append(write)
+        self._owned_futures.append(future)
+        return future
 
     def _call(self, op: BatchOp) -> Written:
         item = _Call(op=op, future=self._future())
@@ -219,11 +215,11 @@ class DurableRecords:
         return future
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
-        owned, calls = self._owned, self._calls
-        self._owned, self._calls, self._handover = [], [], None
+        owned, futures, calls = self._owned, self._owned_futures, self._calls
+        self._owned, self._owned_futures, self._calls, self._handover = [], [], [], None
         if owned and self._owner is not None:
-            commit = self._owner.prepare_owned([item.write for item in owned])
-            self._commit_owned(loop, commit, owned)
+            commit = self._owner.prepare_owned(owned)
+            self._commit_owned(loop, commit, owned, futures)
         if calls:
             batch = self._batch_future(loop)
             done = self.writer.submit(_apply, self.store, [item.op for item in calls])
@@ -236,7 +232,11 @@ class DurableRecords:
         return batch
 
     def _commit_owned(
-        self, loop: asyncio.AbstractEventLoop, commit: OwnerCommit, items: list[_Owned]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        commit: OwnerCommit,
+        writes: list[OwnedWrite],
+        futures: list[Written],
     ) -> None:
         """The owner's records, staged here on the loop: the writer thread only waits for the
         disk (``store.pipeline``) while the publication runs back on the loop. Python work and
@@ -245,7 +245,7 @@ class DurableRecords:
         batch = self._batch_future(loop)
         if self._pipeline is None or self._pipeline.loop is not loop:
             self._pipeline = CommitPipeline(writer=self.writer, loop=loop)
-        self._pipeline.add(commit, lambda done: _settle_owned(done, items, batch))
+        self._pipeline.add(commit, lambda done: _settle_owned(done, writes, futures, batch))
 
 
 def _apply(store: Store, ops: list[BatchOp]) -> list[BatchOutcome]:
@@ -255,12 +255,23 @@ def _apply(store: Store, ops: list[BatchOp]) -> list[BatchOutcome]:
     return apply_each(store, ops)
 
 
-def _settle_owned(commit: OwnerCommit, items: list[_Owned], batch: asyncio.Future[None]) -> None:
-    outcomes = [
-        BatchOutcome(error=error) if error is not None else BatchOutcome(value=item.write.record)
-        for item, error in zip(items, commit.errors, strict=True)
-    ]
-    _complete(items, outcomes, batch)
+def _settle_owned(
+    commit: OwnerCommit,
+    writes: list[OwnedWrite],
+    futures: list[Written],
+    batch: asyncio.Future[None],
+) -> None:
+    """Back on the loop: each owned write's future gets its record, or its own error (as
+    ``_complete``, without an outcome object per write)."""
+    if not batch.done():
+        batch.set_result(None)
+    for write, future, error in zip(writes, futures, commit.errors, strict=True):
+        if future.done():
+            continue
+        if error is not None:
+            _fail(future, "record write", error)
+        else:
+            future.set_result(write.record)
 
 
 def _settle(
@@ -275,7 +286,7 @@ def _settle(
 
 
 def _complete(
-    items: Sequence[_Owned | _Call], outcomes: list[BatchOutcome], batch: asyncio.Future[None]
+    items: Sequence[_Call], outcomes: list[BatchOutcome], batch: asyncio.Future[None]
 ) -> None:
     if not batch.done():
         batch.set_result(None)
@@ -284,9 +295,12 @@ def _complete(
         if future.done():
             continue
         if outcome.error is not None:
-            what = item.op.name if isinstance(item, _Call) else "record write"
-            log.error("durable %s failed: %s", what, outcome.error)
-            future.set_exception(outcome.error)
-            future.exception()  # retrieved: a failed write is logged, not a loop warning
+            _fail(future, item.op.name, outcome.error)
         else:
             future.set_result(outcome.value)
+
+
+def _fail(future: Written, what: str, error: BaseException) -> None:
+    log.error("durable %s failed: %s", what, error)
+    future.set_exception(error)
+    future.exception()  # retrieved: a failed write is logged, not a loop warning
