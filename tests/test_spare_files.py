@@ -70,6 +70,21 @@ def test_a_finished_records_first_version_becomes_the_next_records_file(tmp_path
     assert (_agents(store) / "a00000002.json").stat().st_mode & 0o777 == 0o600
 
 
+def test_a_shorter_record_written_into_a_longer_spare_leaves_no_tail(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    first = make_record("a00000001", project_path=PROJECT, description="long " * 400)
+    _write(store, first, create=True)
+    _write(store, replace(first, status="completed"))  # its first version becomes a spare
+    spare = _agents(store) / SPARE_DIR / "a00000001"
+    assert spare.stat().st_size > 2000
+    second = make_record("a00000002", project_path=PROJECT, description="short")
+    _write(store, second, create=True)
+    path = _agents(store) / "a00000002.json"
+    assert path.read_bytes() == encode_record(second)  # the spare's old bytes are cut off
+    fresh = _store(tmp_path).get("a00000002")
+    assert fresh is not None and fresh.description == "short"
+
+
 def test_close_removes_the_spares(tmp_path: Path) -> None:
     store = _store(tmp_path)
     records = [make_record(f"a0000000{n}", project_path=PROJECT) for n in (1, 2)]
@@ -127,7 +142,7 @@ if point == "retiring":  # die while the terminal write retires the marker into 
     os.rename = rename
 write(replace(first, status="completed", description="first done"))
 second = make_record("a00000002", project_path="/srv/project", description="second")
-if point == "rewriting":  # die after the spare was emptied and rewritten, before its rename
+if point == "rewriting":  # die after the spare was overwritten, before its rename
     os.rename = lambda *a, **k: os.kill(os.getpid(), 9)
 write(second, create=True)
 os.kill(os.getpid(), 9)  # "written": die right after, without close
