@@ -117,6 +117,38 @@ def test_the_short_way_answers_exactly_as_the_long_way() -> None:
     assert short_way(b"", None, None) == long_way(b"", None, None)
 
 
+async def test_a_reread_answers_from_the_bytes_read_now(repo: Path) -> None:
+    """Reads of unchanged bytes may reuse an earlier answer (``_answer_again``), but only for
+    the same bytes: a file rewritten at the same size with its timestamps put back, another
+    range, another path with the same bytes, a file that became binary — each answered
+    from what is read now, exactly as a first read."""
+    ctx = context(repo)
+    path = repo / "f.txt"
+    path.write_text("one\ntwo\nsix\n")
+    first = await read(ctx, file_path="f.txt")
+    assert first == "     1\tone\n     2\ttwo\n     3\tsix"
+    assert await read(ctx, file_path="f.txt") == first
+    before = os.stat(path)
+    path.write_text("uno\ndos\ntre\n")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_mtime_ns == before.st_mtime_ns
+    assert await read(ctx, file_path="f.txt") == "     1\tuno\n     2\tdos\n     3\ttre"
+    assert await read(ctx, file_path="f.txt", offset=2, limit=1) == (
+        "     2\tdos\n\n(Showing lines 2-2. More lines follow: continue with offset=3.)"
+    )
+    (repo / "g.txt").write_text("uno\ndos\ntre\n")
+    assert await read(ctx, file_path="g.txt") == "     1\tuno\n     2\tdos\n     3\ttre"
+    path.write_bytes(b"uno\x00dos\ntre\n")
+    assert (await read(ctx, file_path="f.txt")).startswith(f"error: {path} looks like a binary")
+    rng = random.Random(3)
+    for _ in range(50):
+        data = random_text(rng)[:4000]
+        path.write_bytes(data)
+        offset, limit = rng.choice((None, 2)), rng.choice((None, 3))
+        fresh = short_way(data, offset, limit).replace("/f ", f"{path} ")
+        assert await read(ctx, file_path="f.txt", offset=offset, limit=limit) == fresh
+
+
 async def test_reads_racing_a_symlink_swap_never_show_outside(repo: Path) -> None:
     """``sub`` is swapped for a link to a folder holding a secret of the same name while Reads
     of ``sub/f.txt`` run: each answer is the file inside or a refusal, never the secret."""

@@ -105,7 +105,32 @@ def _read_small(opened: OpenedFile, path: str, args: ReadInput) -> tuple[str, in
         return None
     if len(data) > MAX_LINE_BYTES:  # a line may be longer than is held of one: the general way
         return _answer(io.BytesIO(data), stat, path, args.offset, args.limit), stat.st_mtime_ns
-    return _answer_short(data, path, args.offset, args.limit), stat.st_mtime_ns
+    return _answer_again(data, path, args.offset, args.limit), stat.st_mtime_ns
+
+
+_answers: dict[str, tuple[bytes, int | None, int | None, str]] = {}
+"""The last short answer per path with the bytes it was made from: the answer is a function
+of (bytes, path, offset, limit) alone, so bytes read now that equal those are answered with
+it (one ``memcmp``) instead of decoding, splitting and numbering them again — children of a
+fan-out read the same project files. Keyed by what was read, never by a ``stat``: a file
+rewritten within one timestamp tick, at the same size, is a miss."""
+_ANSWERS_KEPT = 128
+_ANSWER_CHARS_KEPT = 16 * 1024
+"""Only answers whose bytes and text are this short together are kept: at most ~2 M
+characters in all."""
+
+
+def _answer_again(data: bytes, path: str, offset: int | None, limit: int | None) -> str:
+    """``_answer_short``, or its answer for the same bytes, path and range made before."""
+    known = _answers.get(path)
+    if known is not None and known[0] == data and known[1] == offset and known[2] == limit:
+        return known[3]
+    answer = _answer_short(data, path, offset, limit)
+    if len(data) + len(answer) <= _ANSWER_CHARS_KEPT:
+        if known is None and len(_answers) >= _ANSWERS_KEPT:
+            _answers.pop(next(iter(_answers)), None)  # the oldest: paths come and go
+        _answers[path] = (data, offset, limit, answer)
+    return answer
 
 
 def _whole(fd: int, size: int) -> bytes | None:
