@@ -457,7 +457,7 @@ def _child_files(folder: str, index: int, turns: int, spares: list[str]) -> int:
 def _record(folder: str, index: int, version: int, spares: list[str]) -> None:
     """One owner write of a sidecar: a spare file (``fstat``) overwritten in place and cut to
     the record's length, or a new ``O_EXCL`` temp file written; ``fstat``, rename over the
-    record. In place, not emptied first as ``store.atomic._open_spare`` does: on this VM's ext4
+    record. In place, as ``store.atomic.stage_write`` does, not emptied first: on this VM's ext4
     (no journal, ``discard``) ``ftruncate(0)`` frees the block with a synchronous discard and
     marks the file for a forced write-back at ``close`` (``auto_da_alloc``), and a floor is the
     cheapest way known (docs/performance.md, "Session 9: the floors")."""
