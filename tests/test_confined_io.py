@@ -20,6 +20,7 @@ from subagents.events import AgentRef
 from subagents.tools.base import CallInfo, Tool, ToolContext, ToolError, ToolOutput
 from subagents.tools.confined import open_confined
 from subagents.tools.edit import EditTool
+from subagents.tools.notebook_edit import NotebookEditTool
 from subagents.tools.read import ReadTool
 from subagents.tools.write import WriteTool
 
@@ -112,6 +113,32 @@ def test_a_symlink_on_the_way_is_refused_not_followed(repo: Path) -> None:
     with pytest.raises(ToolError, match="symbolic link"):
         open_confined(repo / "file.txt", (repo,), os.O_WRONLY | os.O_TRUNC)
     assert (outside / "secret.txt").read_text() == "TOP SECRET"
+
+
+async def test_notebook_edit_swapped_to_a_link_after_its_check_changes_nothing_outside(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NotebookEdit checks the path on the loop and edits in a worker thread: a folder swapped
+    for a link to a folder outside in between must not lead the edit there."""
+    notebook = '{"cells": [{"cell_type": "code", "source": ["1"], "metadata": {}}], "nbformat": 4}'
+    (repo / "sub").mkdir()
+    (repo / "sub" / "nb.ipynb").write_text(notebook)
+    outside = repo.parent / "outside"
+    (outside / "nb.ipynb").write_text(notebook)
+    to_thread = asyncio.to_thread
+
+    async def swapped_first(function: Any, *args: Any) -> Any:
+        (repo / "sub").rename(repo / "sub-before")
+        (repo / "sub").symlink_to(outside)
+        return await to_thread(function, *args)
+
+    monkeypatch.setattr(asyncio, "to_thread", swapped_first)
+    out = await call(
+        NotebookEditTool(), context(repo), notebook_path="sub/nb.ipynb", cell_id="0", new_source="2"
+    )
+    assert isinstance(out, str) and "outside" in out, out
+    assert (outside / "nb.ipynb").read_text() == notebook
+    assert (repo / "sub-before" / "nb.ipynb").read_text() == notebook
 
 
 # --- special files (item 7, the tools' part) -------------------------------------------------

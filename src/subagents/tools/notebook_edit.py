@@ -5,13 +5,17 @@ list), changed in memory and written back with the layout Jupyter itself writes 
 indent, a final newline), so a diff shows only the cell that changed. Cells are found by their
 ``id`` (nbformat 4.5+) or, for a number, by 0-based index. Replacing a code cell clears its
 outputs and execution count: they belonged to the old source. The path is confined like every
-file tool's.
+file tool's: the notebook is opened once, read-write, below its root with no symbolic link
+followed (``confined.open_tool_path``), and written back through that descriptor, so the file
+changed is the file read and a link swapped in after the path was checked cannot lead the
+write outside.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +29,9 @@ from subagents.tools.base import (
     ToolError,
     ToolOutput,
 )
+from subagents.tools.confined import open_tool_path
 from subagents.tools.paths import resolve_path
+from subagents.tools.write import encode_text, write_all
 
 if TYPE_CHECKING:
     from subagents.tools.inputs.notebook_edit import NotebookEditInput
@@ -44,13 +50,36 @@ class NotebookEditTool(Tool["NotebookEditInput"]):
         path = resolve_path(args.notebook_path, ctx)
         if path.suffix != ".ipynb":
             raise ToolError(f"{path} is not a notebook (.ipynb); use Edit for other files.")
-        message, mtime_ns = await asyncio.to_thread(edit_notebook, path, args)
-        ctx.read_files[str(path)] = mtime_ns
-        return ToolOutput(content=message, metadata={"files_changed": [str(path)]})
+        opened, message, mtime_ns = await asyncio.to_thread(edit_notebook, args, ctx)
+        ctx.read_files[opened] = mtime_ns
+        return ToolOutput(content=message, metadata={"files_changed": [opened]})
 
 
-def edit_notebook(path: Path, args: NotebookEditInput) -> tuple[str, int]:
-    notebook = _load(path)
+def edit_notebook(args: NotebookEditInput, ctx: ToolContext) -> tuple[str, str, int]:
+    """(the resolved path, the answer, the new mtime) of the edit, made through one
+    descriptor of the notebook (read rules are not the question here: the call's permission
+    check covers the write, as for Write)."""
+    path, opened = open_tool_path(
+        args.notebook_path, ctx, os.O_RDWR, explain=_explain, denied_reads=False
+    )
+    fd = opened.fd
+    try:
+        if not path.endswith(".ipynb"):  # a link named .ipynb leading to another file
+            raise ToolError(f"{path} is not a notebook (.ipynb); use Edit for other files.")
+        message = _edit(fd, Path(path), args)
+        return path, message, os.fstat(fd).st_mtime_ns
+    finally:
+        os.close(fd)
+
+
+def _explain(path: str, exc: OSError) -> ToolError:
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError)):
+        return ToolError(f"{path} does not exist or is not a regular file.")
+    return ToolError(f"Cannot open {path}: {exc.strerror or exc}")
+
+
+def _edit(fd: int, path: Path, args: NotebookEditInput) -> str:
+    notebook = _load(fd, path)
     cells: list[dict[str, Any]] = notebook["cells"]
     if args.edit_mode == "insert":
         if args.cell_type is None:
@@ -69,20 +98,19 @@ def edit_notebook(path: Path, args: NotebookEditInput) -> tuple[str, int]:
         else:
             _replace(cells[index], args)
             done = f"Replaced the source of cell {args.cell_id} (index {index})"
-    text = json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+    data = encode_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", "new_source")
     try:
-        path.write_text(text, encoding="utf-8")
+        os.lseek(fd, 0, os.SEEK_SET)
+        write_all(fd, data)
+        os.ftruncate(fd, len(data))
     except OSError as exc:
         raise ToolError(f"Cannot write {path}: {exc.strerror or exc}") from None
-    return f"{done} in {path}; it now has {len(cells)} cells.", path.stat().st_mtime_ns
+    return f"{done} in {path}; it now has {len(cells)} cells."
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(fd: int, path: Path) -> dict[str, Any]:
     try:
-        if not path.is_file():
-            raise ToolError(f"{path} does not exist or is not a regular file.")
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_NOTEBOOK_BYTES + 1)
+        raw = _read_capped(fd)
     except OSError as exc:
         raise ToolError(f"Cannot read {path}: {exc.strerror or exc}") from None
     if len(raw) > MAX_NOTEBOOK_BYTES:
@@ -96,6 +124,18 @@ def _load(path: Path) -> dict[str, Any]:
     if not all(isinstance(cell, dict) for cell in notebook["cells"]):
         raise ToolError(f"{path} is not a Jupyter notebook: a cell is not an object.")
     return notebook
+
+
+def _read_capped(fd: int) -> bytes:
+    """Up to ``MAX_NOTEBOOK_BYTES + 1`` bytes from ``fd``."""
+    chunks, total = [], 0
+    while total <= MAX_NOTEBOOK_BYTES:
+        chunk = os.read(fd, MAX_NOTEBOOK_BYTES + 1 - total)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def _find(cells: list[dict[str, Any]], cell_id: str) -> int:
