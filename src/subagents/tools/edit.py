@@ -157,7 +157,7 @@ def _load(fd: int, path: str) -> str:
         raise ToolError(f"Cannot read {path}: {exc.strerror or exc}") from None
     if len(raw) > MAX_EDIT_BYTES:
         raise ToolError(f"{path} grew past {MAX_EDIT_BYTES:,} bytes while it was read.")
-    if b"\x00" in raw[:8192]:
+    if raw.find(0, 0, 8192) >= 0:  # a NUL byte (``in`` would copy the slice, try an int first)
         raise ToolError(
             f"{path} looks like a binary file (it contains NUL bytes); Edit only changes text "
             "files."

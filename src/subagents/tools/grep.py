@@ -289,7 +289,7 @@ def read_text(path: Path, roots: tuple[Path, ...]) -> str | None:
             raw = handle.read(MAX_FILE_BYTES + 1)
         except OSError:
             return None
-    if len(raw) > MAX_FILE_BYTES or b"\x00" in raw[:BINARY_SNIFF_BYTES]:
+    if len(raw) > MAX_FILE_BYTES or raw.find(0, 0, BINARY_SNIFF_BYTES) >= 0:
         return None
     text = raw.decode("utf-8", errors="replace")
     if "\r" in text:

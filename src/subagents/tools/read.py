@@ -177,7 +177,9 @@ def _answer(
 def _answer_short(data: bytes, path: str, offset: int | None, limit: int | None) -> str:
     """``_answer`` for a file of at most ``MAX_LINE_BYTES`` held in ``data``: the same text,
     split at once instead of line by line (no line can be longer than is held of one)."""
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+    # ``find`` of the byte as an int: ``b"\x00" in`` first tries its operand as an int and
+    # raises (and clears) a TypeError inside, and the slice would copy the first 8 KiB.
+    if data.find(0, 0, BINARY_SNIFF_BYTES) >= 0:
         raise ToolError(_binary(path))
     if not data:
         return f"(The file {path} exists but is empty.)"
