@@ -18,8 +18,9 @@ for every file deleted near it in the minutes before, so without this a row meas
 rows before it had deleted (docs/performance.md, "Session 9: the floors").
 
 Run: ``python bench/table.py`` (four to five minutes on this project's 2-core machine, of which
-about a minute is the final sweep: this VM's ext4 is mounted ``discard``, so each deleted file
-waits ~3 ms for its discard) or ``python bench/table.py --runs 2`` for a quicker, noisier table.
+~20-40 s is the final sweep: this VM's ext4 is mounted ``discard``, so each deleted file waits
+1-3 ms for its discard; the disk swarm row's 15,210 files took 20 s) or
+``python bench/table.py --runs 2`` for a quicker, noisier table.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def swarm_rows(runs: int) -> Iterator[list[str]]:
     folders: list[tuple[dict[str, str] | None, int]] = [(None, runs)]
     if os.environ.get("SUBAGENTS_BENCH_DIR", str(DEFAULT_DIR)) != str(DEFAULT_DIR):
         # At most three runs on the disk: each run and its floor leave ~5,000 files, and
-        # deleting one costs ~3 ms of wall on this VM's ext4 (mounted ``discard``: a
+        # deleting one costs 1-3 ms of wall on this VM's ext4 (mounted ``discard``: a
         # synchronous discard per freed block), paid by the sweep at the table's end.
         disk = {k: v for k, v in os.environ.items() if k != "SUBAGENTS_BENCH_DIR"}
         folders.append((disk, min(runs, 3)))
