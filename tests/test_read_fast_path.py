@@ -147,6 +147,10 @@ async def test_a_reread_answers_from_the_bytes_read_now(repo: Path) -> None:
         offset, limit = rng.choice((None, 2)), rng.choice((None, 3))
         fresh = short_way(data, offset, limit).replace("/f ", f"{path} ")
         assert await read(ctx, file_path="f.txt", offset=offset, limit=limit) == fresh
+    for index in range(read_module._ANSWERS_KEPT + 5):  # what is kept stays bounded
+        (repo / f"n{index}.txt").write_text(f"file {index}\n")
+        assert await read(ctx, file_path=f"n{index}.txt") == f"     1\tfile {index}"
+        assert len(read_module._answers) <= read_module._ANSWERS_KEPT
 
 
 async def test_reads_racing_a_symlink_swap_never_show_outside(repo: Path) -> None:

@@ -128,7 +128,9 @@ def _answer_again(data: bytes, path: str, offset: int | None, limit: int | None)
     answer = _answer_short(data, path, offset, limit)
     if len(data) + len(answer) <= _ANSWER_CHARS_KEPT:
         if known is None and len(_answers) >= _ANSWERS_KEPT:
-            _answers.pop(next(iter(_answers)), None)  # the oldest: paths come and go
+            # Start again (one call: sessions on other threads may read meanwhile, and taking
+            # out the oldest entry by iterating could meet a dict another thread resized).
+            _answers.clear()
         _answers[path] = (data, offset, limit, answer)
     return answer
 
