@@ -35,6 +35,7 @@ BODIES = {
     "empty pieces around": _chunked([b"\r", b"\n", b"0\r\n", b"ab"]),
     "bytes after the last chunk": _chunked([b"abc"]) + b"HTTP/1.1 200 OK\r\n",
     "upper-case hex": b"1A\r\n" + b"y" * 26 + b"\r\n0\r\n\r\n",
+    "leading zeros": b"01a\r\n" + b"y" * 26 + b"\r\n3\r\nabc\r\n00\r\n\r\n",
 }
 
 

@@ -432,23 +432,29 @@ def _dechunk_split(buffer: bytearray) -> tuple[bytes, bool] | None:
     chunk's data): ``_dechunk_scan`` reads those, and ``tests/wire/test_lean_framing.py``
     checks both give the same for every split of many bodies.
 
+    The size lines are first compared with the pieces' lengths written as servers write them
+    (lower-case hex, no leading zero: ``_HEX_OF``, a dict look-up per chunk instead of an
+    ``int()`` call, a third of the cost); any other spelling is read by ``int``.
+
     The split's last part is what follows the last CRLF; with an even count, the last size
     line's data has no CRLF after it yet, so that pair stays in the buffer too."""
-    parts = buffer.split(b"\r\n")
+    parts = bytes(buffer).split(b"\r\n")  # bytes parts: cheaper to make, hashable
     count = len(parts)
     if count < 3:
         return b"", False
     pairs = count - 1 if count % 2 else count - 2
-    try:
-        sizes = list(map(int, parts[0:pairs:2], _HEX))
-    except ValueError:
-        return None
+    sizes = parts[0:pairs:2]
     pieces = parts[1:pairs:2]
-    if sizes != list(map(len, pieces)):
-        return None
+    lengths = list(map(len, pieces))
+    if list(map(_HEX_OF.__getitem__, lengths)) != sizes:
+        try:
+            if list(map(int, sizes, _HEX)) != lengths:
+                return None
+        except ValueError:
+            return None
     final = False
-    if 0 in sizes:  # the last chunk: only ever the final pair, with no trailer line
-        if sizes.index(0) != len(sizes) - 1:
+    if 0 in lengths:  # the last chunk: only ever the final pair, with no trailer line
+        if lengths.index(0) != len(lengths) - 1:
             return None
         final = True
     rest = len(parts[-1]) if count % 2 else len(parts[-2]) + 2 + len(parts[-1])
@@ -456,6 +462,18 @@ def _dechunk_split(buffer: bytearray) -> tuple[bytes, bool] | None:
     return b"".join(pieces), final
 
 
+class _HexOf(dict[int, bytes]):
+    """``n -> b"%x" % n``, filled as lengths are seen (at most ``_HEX_KEPT`` of them)."""
+
+    def __missing__(self, length: int) -> bytes:
+        written = b"%x" % length
+        if len(self) < _HEX_KEPT:
+            self[length] = written
+        return written
+
+
+_HEX_OF = _HexOf()
+_HEX_KEPT = 8192
 _HEX = itertools.repeat(16)
 
 

@@ -242,6 +242,11 @@ class HTTPProvider:
     def body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError
 
+    def lean_body(self, request: ModelRequest) -> dict[str, Any]:
+        """``body`` for the lean transport, which may hold ``orjson.Fragment``s: parts of it
+        as ready JSON bytes (``orjson.dumps`` writes them as they are)."""
+        return self.body(request)
+
     def assembler(self) -> WireAssembler:
         raise NotImplementedError
 
@@ -287,7 +292,7 @@ class HTTPProvider:
     def _lean_call(self, request: ModelRequest) -> LeanCall | None:
         if self._endpoint is None:
             return None
-        body = self.body(request)
+        body = self.lean_body(request)
         tools = body.get("tools")
         if tools is not None and self.wire_tools is not None:
             body["tools"] = self.wire_tools.fragment(tools)  # encoded once per tool list

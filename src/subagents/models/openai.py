@@ -139,14 +139,24 @@ class OpenAIModel(HTTPProvider):
         result: Awaitable[Any] = self.client.chat.completions.create(**params)
         return result
 
-    def build_params(self, request: ModelRequest) -> dict[str, Any]:
-        """The request body, in the order the SDK writes it to the wire."""
+    def lean_body(self, request: ModelRequest) -> dict[str, Any]:
+        """``body`` with the messages as their JSON (``HistoryConversions.encoded``)."""
+        agent_id, system = request.metadata.agent_id, request.system
+        encoded = self._history.encoded(agent_id, system, request.messages)
+        if encoded is None:
+            return self.build_params(request)
+        return self.build_params(request, messages=orjson.Fragment(encoded))
+
+    def build_params(self, request: ModelRequest, messages: Any = None) -> dict[str, Any]:
+        """The request body, in the order the SDK writes it to the wire (``messages``: what
+        to send as them, else the history converted)."""
+        if messages is None:
+            agent_id, system = request.metadata.agent_id, request.system
+            messages = self._history.convert(agent_id, system, request.messages)
         params: dict[str, Any] = {
             "model": self.name,
             "stream": True,
-            "messages": self._history.convert(
-                request.metadata.agent_id, request.system, request.messages
-            ),
+            "messages": messages,
             self.max_tokens_param: request.max_tokens,
             "stream_options": {"include_usage": True},
         }

@@ -10,6 +10,11 @@ an ``orjson`` round trip); anything else is converted again and the rest of that
 dropped. When nothing changed — every call but the first after an edit — the check is two
 C-level passes over the history (identity, then equality), and the converted messages are kept
 flat, so a call converts only the messages appended since the last one.
+
+The lean transport checks and sends differently (``HistoryConversions.encoded``): the check is
+the history's JSON, encoded once per call, against the bytes of what was converted, and what
+is sent is the converted messages' JSON kept as bytes, so the body does not encode them again.
+Both convert a message from its copy, so a message whose JSON is unchanged converts the same.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ from __future__ import annotations
 import json
 import operator
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 import orjson
@@ -37,13 +43,15 @@ def to_openai_messages(system: str, messages: Sequence[Message]) -> list[dict[st
     return out
 
 
-def _assistant_message(blocks: list[ContentBlock]) -> dict[str, Any]:
+def _assistant_message(
+    blocks: list[ContentBlock], arguments: Callable[[Any], str] = json.dumps
+) -> dict[str, Any]:
     text = "\n".join(b["text"] for b in blocks if b["type"] == "text" and b["text"])
     calls = [
         {
             "id": b["id"],
             "type": "function",
-            "function": {"name": b["name"], "arguments": json.dumps(b["input"])},
+            "function": {"name": b["name"], "arguments": arguments(b["input"])},
         }
         for b in blocks
         if b["type"] == "tool_use"
@@ -81,6 +89,41 @@ def convert_message(message: Message) -> list[dict[str, Any]]:
     return _user_messages(message)
 
 
+def convert_copy(message: Message) -> list[dict[str, Any]]:
+    """``convert_message`` of a message's ``snapshot``, which holds no cycle: its tool inputs
+    written by one ``json`` encoder made once (``json.dumps`` makes one per call, with a
+    circular-reference check, three times the cost of the writing), the same text."""
+    if message["role"] == "assistant":
+        return [_assistant_message(blocks_of(message), _acyclic_json)]
+    return _user_messages(message)
+
+
+def _acyclic_json(value: Any) -> str:
+    """``json.dumps(value)`` for a value without cycles."""
+    if _ENCODER is None or type(value) is str:
+        return json.dumps(value)
+    return "".join(_ENCODER(value, 0))
+
+
+# ``json.dumps``'s own encoder with its default settings (``JSONEncoder.iterencode``), minus
+# the circular-reference check a snapshot does not need.
+_ENCODER = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(
+        None,
+        json.JSONEncoder().default,
+        encode_basestring_ascii,
+        None,
+        ": ",
+        ", ",
+        False,
+        False,
+        True,
+    )
+)
+
+
 def structural_copy(value: Any) -> Any:
     """``value`` with every dict and list copied and every other value shared: equal to
     ``value`` until someone changes ``value`` in place (one call per container, not per value)."""
@@ -116,6 +159,12 @@ class _Agent:
     snapshots: list[Any] = field(default_factory=list)
     converted: list[dict[str, Any]] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
+    source: bytes = b"["
+    """The lean transport's check (``HistoryConversions.encoded``): ``orjson.dumps`` of the
+    first ``encoded_count`` messages as a list, without its closing bracket."""
+    encoded: bytes = b""
+    """Those messages' chat-completions messages, each ``orjson.dumps``-ed, joined by commas."""
+    encoded_count: int = 0
 
     def valid_prefix(self, messages: list[Message]) -> int:
         """How many of ``messages`` the cache still holds (all of its own, in one C-level
@@ -135,9 +184,10 @@ class _Agent:
         del self.converted[self.ends[-1] if self.ends else 0 :]
 
     def append(self, message: Message) -> None:
-        self.converted += convert_message(message)
+        copy = snapshot(message)
+        self.converted += convert_copy(copy)  # from the copy: what ``encoded`` converts
         self.messages.append(message)
-        self.snapshots.append(snapshot(message))
+        self.snapshots.append(copy)
         self.ends.append(len(self.converted))
 
 
@@ -162,6 +212,47 @@ class HistoryConversions:
         out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
         out += agent.converted
         return out
+
+    def encoded(self, agent_id: str, system: str, messages: Sequence[Message]) -> bytes | None:
+        """The JSON of ``convert(agent_id, system, messages)``, as ``orjson.dumps`` writes it,
+        for the lean transport; None when orjson cannot encode the history (``convert`` then).
+
+        The check is the history's own JSON: ``orjson.dumps`` of all of it (C, about what the
+        Anthropic transport spends encoding its body), compared with the bytes of the messages
+        converted so far. Equal bytes are equal JSON, and a message is converted from its JSON
+        (``snapshot``, on both transports), so its conversion is still right; the first
+        difference anywhere — an edit in place, a replaced or shortened history — has every
+        message converted again. What this saves over ``convert``'s check (a deep comparison
+        with copies) is the comparison, the copies, and encoding the converted history again
+        in the body: it is spliced in as these bytes."""
+        history = messages if type(messages) is list else list(messages)
+        try:
+            now = orjson.dumps(history)
+        except TypeError:  # orjson.JSONEncodeError is one
+            return None
+        agent = self._agent(agent_id)
+        count, source = agent.encoded_count, agent.source
+        if count:
+            size = len(source)
+            after = now[size : size + 1]
+            # (``after``: a message is a dict, and no dict's JSON begins another one's; the
+            # check is for what else a history could hold, a number beginning another)
+            if count > len(history) or (after != b"," and after != b"]") or now[:size] != source:
+                count, agent.encoded = 0, b""
+        if count < len(history):
+            # The new messages' JSON is the end of ``now``: read back at once, their copies.
+            start = len(source) + 1 if count else 1
+            converted: list[dict[str, Any]] = []
+            for copy in orjson.loads(b"[" + now[start:]):
+                converted += convert_copy(copy)
+            if converted:
+                new = orjson.dumps(converted)[1:-1]
+                agent.encoded = agent.encoded + b"," + new if agent.encoded else new
+        agent.source, agent.encoded_count = now[:-1], len(history)
+        head = b'[{"role":"system","content":' + orjson.dumps(system) + b"}" if system else b"["
+        if not agent.encoded:
+            return head + b"]"
+        return head + (b"," if system else b"") + agent.encoded + b"]"
 
     def _agent(self, agent_id: str) -> _Agent:
         agent = self._agents.get(agent_id)
