@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from subagents.models import _http, _sse
+from subagents.models import openai as openai_module
 from subagents.models.anthropic import StreamAssembler
 from subagents.models.openai import ChunkAssembler
 
@@ -152,9 +153,13 @@ def test_the_fast_readings_are_taken() -> None:
     anthropic.feed_records(_sse.SSEDecoder().records(ANTHROPIC["worker note"]))
     assert anthropic.runs == [8, 5]
     assert len(anthropic.parsed) == 3  # the message's start and delta, the tool's start
+    openai_module._RECENT.clear()
     openai = _CountingOpenAI()
     openai.feed_records(_sse.SSEDecoder().records(OPENAI["worker note"]))
-    assert openai.runs == [7, 3]
+    assert openai.runs == [7, 3]  # each run's first chunk parsed, and learnt from
+    openai = _CountingOpenAI()
+    openai.feed_records(_sse.SSEDecoder().records(OPENAI["worker note"]))
+    assert openai.runs == [8, 4]  # the next stream reads them by what was learnt
 
 
 # What a corruption puts in place of a delta's string, or around it.

@@ -305,25 +305,40 @@ class ChunkAssembler:
                 chunk = orjson.loads(data)
                 if skip is None:  # the first chunk: is its opening provably skippable?
                     self.skip = _skippable(data)
+                    if self.skip:  # the text's template the last stream used, if any
+                        self._use(None, _RECENT.get(None))
         except orjson.JSONDecodeError:
             raise not_json(data) from None
         if type(chunk) is dict and chunk.get("error"):
             raise _chunk_error(chunk["error"])
+        calls = len(self.calls)
         text = self.feed(chunk)
         if text:
             shown.append(text)
         if rest is not None:
-            self._learn(rest, chunk)
+            self._learn(rest, chunk, started=len(self.calls) != calls)
 
-    def _learn(self, rest: bytes, chunk: dict[str, Any]) -> None:
+    def _learn(self, rest: bytes, chunk: dict[str, Any], *, started: bool) -> None:
         """Make ``chunk`` (``skip + rest``) the run template if it only adds a string: text,
-        or one call's arguments (``_template``)."""
+        or one call's arguments (``_template``); else, when it ``started`` a tool call, that
+        call's arguments' template the last stream used, if any."""
         found = _template(rest, chunk)
-        if found is None:
-            return
-        head, suffix, call = found
-        assert self.skip
-        self.run_prefix, self.run_suffix, self.run_call = b"data: " + self.skip + head, suffix, call
+        if found is not None:
+            head, suffix, call = found
+            if len(_RECENT) >= 64:
+                _RECENT.clear()
+            _RECENT[call] = head, suffix
+            self._use(call, (head, suffix))
+        elif started:
+            call = next(reversed(self.calls))
+            self._use(call, _RECENT.get(call))
+
+    def _use(self, call: int | None, template: tuple[bytes, bytes] | None) -> None:
+        """Read runs by ``template`` (``(head, suffix)``, proven) after the proven opening."""
+        if template is not None and self.skip:
+            head, suffix = template
+            self.run_prefix, self.run_suffix = b"data: " + self.skip + head, suffix
+            self.run_call = call
 
     def _apply_run(self, run: list[bytes], shown: list[str]) -> None:
         """Apply chunks whose records were ``run_prefix + piece + run_suffix`` each, as
@@ -533,6 +548,9 @@ def _proven(head: bytes, suffix: bytes, chunk: dict[str, Any], value: str) -> bo
 
 _PROVEN: set[tuple[bytes, bytes]] = set()
 """Templates already proven (by ``(head, suffix)``: a property of the bytes alone)."""
+_RECENT: dict[int | None, tuple[bytes, bytes]] = {}
+"""The template last learnt for text (None) and for each call's arguments: a server writes
+every stream's chunks alike, so the next stream's runs are read from its first such chunk."""
 
 
 def _replace(chunk: dict[str, Any], value: str, probe: str) -> bool:
