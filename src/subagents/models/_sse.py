@@ -76,21 +76,21 @@ def parsed(records: list[bytes]) -> list[SSEEvent]:
 def parse_record(record: bytes) -> SSEEvent | None:
     """One record (without its blank line) as ``(event name or None, data)``; None when it has
     no data (WHATWG: not dispatched)."""
-    # The shapes both APIs send, one ``event:`` line then one ``data:`` line (Anthropic) or a
-    # lone ``data:`` line (OpenAI), are sliced directly; anything else takes the general path.
-    if record[:7] == b"event: ":
-        newline = record.find(b"\n")
-        if record[newline + 1 : newline + 7] == b"data: " and record.find(b"\n", newline + 1) < 0:
-            raw_name = record[7:newline]
-            name = _NAMES.get(raw_name) or raw_name.decode("utf-8", "replace")
-            return name, record[newline + 7 :]
-    elif record[:6] == b"data: " and record.find(b"\n") < 0:
+    # The shapes both APIs send, one ``event:`` line with a name they use then one ``data:``
+    # line (Anthropic) or a lone ``data:`` line (OpenAI), are cut directly (``partition`` and a
+    # look-up of the whole event line: no ``find`` and no slice before the data); anything
+    # else takes the general path.
+    head, separator, data = record.partition(b"\ndata: ")
+    name = _EVENT_LINES.get(head)
+    if name is not None and separator and data.find(b"\n") < 0:
+        return name, data
+    if record[:6] == b"data: " and record.find(b"\n") < 0:
         return None, record[6:]
     return _parse_fields(record)
 
 
-_NAMES = {
-    name.encode(): name
+_EVENT_LINES = {
+    b"event: " + name.encode(): name
     for name in (
         "content_block_delta",
         "content_block_start",

@@ -213,11 +213,19 @@ _NO_RUN = b"\n\n"
 
 def _run_prefix(index: int, text: bool) -> bytes:
     """A delta record to block ``index``, as the Messages API writes it, up to its string."""
-    kind = b'"text_delta","text":' if text else b'"input_json_delta","partial_json":'
-    return (
-        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
-        b'"delta":{"type":%s' % (index, kind)
-    )
+    prefix = _RUN_PREFIXES.get((index, text))
+    if prefix is None:
+        kind = b'"text_delta","text":' if text else b'"input_json_delta","partial_json":'
+        prefix = (
+            b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+            b'"delta":{"type":%s' % (index, kind)
+        )
+        if len(_RUN_PREFIXES) < 256:
+            _RUN_PREFIXES[index, text] = prefix
+    return prefix
+
+
+_RUN_PREFIXES: dict[tuple[int, bool], bytes] = {}
 
 
 def _known_records() -> dict[bytes, tuple[str, int]]:
@@ -404,15 +412,17 @@ class StreamAssembler:
     def done(self, model: str, label: str) -> MessageDone:
         if not self.stopped:
             raise ModelError("connection", f"{label}: stream ended before message_stop")
-        for index in {*self.texts, *self.thinking}:
-            self._join_text(index)
+        if self.texts or self.thinking:
+            for index in [*self.texts, *self.thinking]:
+                self._join_text(index)
         # An empty text block is legal in a response but rejected when sent back next turn.
+        blocks = self.blocks
         content = cast(
             list[ContentBlock],
             [
                 block
-                for _index, block in sorted(self.blocks.items())
-                if not (block.get("type") == "text" and not block.get("text"))
+                for block in map(blocks.__getitem__, sorted(blocks))
+                if block.get("text") or block.get("type") != "text"
             ],
         )
         message: Message = {"role": "assistant", "content": content}
@@ -482,10 +492,11 @@ class StreamAssembler:
         """Counters are cumulative: a later non-null value replaces an earlier one."""
         if not usage:
             return
+        counters = self.usage
         for key in USAGE_KEYS:
             value = usage.get(key)
             if value is not None:
-                self.usage[key] = int(value)
+                counters[key] = value if type(value) is int else int(value)
 
 
 def _stream_error(data: bytes) -> StreamErrorEvent:

@@ -232,7 +232,8 @@ class ChunkAssembler:
     text: list[str] = field(default_factory=list)
     calls: dict[int, _ToolCallSlot] = field(default_factory=dict)
     finish_reason: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage | None = None
+    """From the last chunk that carried usage (None: none did, zeros then)."""
     skip: bytes | None = None
     """The proven opening (b"" when the first chunk's could not be proven); None before it."""
 
@@ -444,7 +445,7 @@ class ChunkAssembler:
             stop = "tool_use"
         return MessageDone(
             message={"role": "assistant", "content": content},
-            usage=self.usage,
+            usage=self.usage if self.usage is not None else Usage(),
             stop_reason=stop,
             model=model,
         )
@@ -568,16 +569,22 @@ def _replace(chunk: dict[str, Any], value: str, probe: str) -> bool:
 
 def map_usage(usage: dict[str, Any]) -> Usage:
     """Chat-completions usage as our four counters; cached prompt tokens count once, as reads."""
-    prompt = int(usage.get("prompt_tokens") or 0)
+    prompt = _count(usage.get("prompt_tokens"))
     details = usage.get("prompt_tokens_details") or {}
-    cached = int(details.get("cached_tokens") or 0)
-    written = int(details.get("cache_write_tokens") or 0)
+    cached = _count(details.get("cached_tokens"))
+    written = _count(details.get("cache_write_tokens"))
+    uncached = prompt - cached - written
     return Usage(
-        input_tokens=max(prompt - cached - written, 0),
-        output_tokens=int(usage.get("completion_tokens") or 0),
+        input_tokens=uncached if uncached > 0 else 0,
+        output_tokens=_count(usage.get("completion_tokens")),
         cache_read_input_tokens=cached,
         cache_creation_input_tokens=written,
     )
+
+
+def _count(value: Any) -> int:
+    """A counter as ``int(value or 0)`` reads it (without the call for a plain int)."""
+    return value if type(value) is int else int(value or 0)
 
 
 def _chunk_error(error: object) -> StreamErrorEvent:
