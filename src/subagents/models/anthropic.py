@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import orjson
@@ -250,28 +249,44 @@ _KNOWN_BLOCKS = 16
 _KNOWN_RECORDS = _known_records()
 
 
-@dataclass(kw_only=True)
 class StreamAssembler:
     """Builds the assistant message, usage and stop reason from Messages stream events, each
     the event's JSON as a dict (the lean transport parses it; the SDK path dumps its objects).
 
     A block's text and thinking deltas are kept as pieces (``texts``, ``thinking``) and joined
     into the block once (at a new start of the same block and at ``done``): adding each delta
-    to the block's string made a long answer's (or a long thinking's) assembly quadratic."""
+    to the block's string made a long answer's (or a long thinking's) assembly quadratic.
 
-    blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
-    partial_json: dict[int, list[str]] = field(default_factory=dict)
-    texts: dict[int, list[str]] = field(default_factory=dict)
-    thinking: dict[int, list[str]] = field(default_factory=dict)
-    usage: dict[str, int] = field(default_factory=dict)
-    stop_reason: str = "end_turn"
-    stopped: bool = False
-    run_prefix: bytes = _NO_RUN
-    """The bytes a delta record to the block last started opens with, up to its string
-    (``_run_prefix``); ``feed_records`` reads runs of such records without parsing each."""
-    run_index: int = -1
-    run_text: bool = False
-    """Whether the run's strings are text (else a tool's input JSON)."""
+    A plain class: one is made per model call, and a dataclass's ``__init__`` with its default
+    factories cost twice this one's."""
+
+    __slots__ = (
+        "blocks",
+        "partial_json",
+        "run_index",
+        "run_prefix",
+        "run_text",
+        "stop_reason",
+        "stopped",
+        "texts",
+        "thinking",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.partial_json: dict[int, list[str]] = {}
+        self.texts: dict[int, list[str]] = {}
+        self.thinking: dict[int, list[str]] = {}
+        self.usage: dict[str, int] = {}
+        self.stop_reason = "end_turn"
+        self.stopped = False
+        self.run_prefix = _NO_RUN
+        """The bytes a delta record to the block last started opens with, up to its string
+        (``_run_prefix``); ``feed_records`` reads runs of such records without parsing each."""
+        self.run_index = -1
+        self.run_text = False
+        """Whether the run's strings are text (else a tool's input JSON)."""
 
     def feed_records(self, records: list[bytes]) -> list[str]:
         """SSE records (``SSEDecoder.records``); returns the texts to show live.

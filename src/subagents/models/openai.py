@@ -218,7 +218,6 @@ class _ToolCallSlot:
     arguments: list[str] = field(default_factory=list)
 
 
-@dataclass(kw_only=True)
 class ChunkAssembler:
     """Builds the assistant message from ``chat.completion.chunk``s, each the chunk's JSON.
 
@@ -227,23 +226,36 @@ class ChunkAssembler:
     chunk, none of it read here. ``skip`` holds that opening once proven (``_skippable``), and
     a chunk starting with exactly those bytes and then a key is parsed from ``{`` + the rest:
     the same members this reads, valid exactly when the whole chunk is (below). Anything else
-    is parsed whole."""
+    is parsed whole.
 
-    text: list[str] = field(default_factory=list)
-    calls: dict[int, _ToolCallSlot] = field(default_factory=dict)
-    finish_reason: str | None = None
-    usage: Usage | None = None
-    """From the last chunk that carried usage (None: none did, zeros then)."""
-    skip: bytes | None = None
-    """The proven opening (b"" when the first chunk's could not be proven); None before it."""
+    A plain class: one is made per model call (see ``anthropic.StreamAssembler``)."""
 
-    run_prefix: bytes = _NO_RUN
-    """The bytes a chunk record like the last one learnt from opens with, up to the string
-    it adds (``_learn``); ``feed_records`` reads runs of such records without parsing each."""
-    run_suffix: bytes = b""
-    """What follows that string in such a record."""
-    run_call: int | None = None
-    """The tool call whose arguments the run's strings are; None: they are text."""
+    __slots__ = (
+        "calls",
+        "finish_reason",
+        "run_call",
+        "run_prefix",
+        "run_suffix",
+        "skip",
+        "text",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, _ToolCallSlot] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        """From the last chunk that carried usage (None: none did, zeros then)."""
+        self.skip: bytes | None = None
+        """The proven opening (b"" when the first chunk's could not be proven); None before."""
+        self.run_prefix = _NO_RUN
+        """The bytes a chunk record like the last one learnt from opens with, up to the string
+        it adds (``_learn``); ``feed_records`` reads runs of such records without parsing each."""
+        self.run_suffix = b""
+        """What follows that string in such a record."""
+        self.run_call: int | None = None
+        """The tool call whose arguments the run's strings are; None: they are text."""
 
     def feed_records(self, records: list[bytes]) -> list[str]:
         """SSE records (``SSEDecoder.records``); returns the texts to show live.
