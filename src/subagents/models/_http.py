@@ -473,7 +473,7 @@ class _HexOf(dict[int, bytes]):
 
 
 _HEX_OF = _HexOf()
-_HEX_KEPT = 8192
+_HEX_KEPT = 4096
 _HEX = itertools.repeat(16)
 
 
