@@ -83,6 +83,17 @@ def test_a_bad_size_line_is_an_error_on_both_paths() -> None:
             _http._dechunk(bytearray(body))
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b"3\r\nabcXY0\r\n\r\n", b"2\r\nabc\r\n0\r\n\r\n", b"4\r\nabc\r\n0\r\n\r\n\r\n"],
+)
+def test_a_chunk_not_followed_by_crlf_is_an_error_on_both_paths(body: bytes) -> None:
+    # Before: the scan skipped two bytes after the data whatever they were, and read on.
+    for scan in (False, True):
+        with pytest.raises(_http.HTTPTransportError, match="not followed by CRLF"):
+            _http._dechunk_scan(bytearray(body)) if scan else _http._dechunk(bytearray(body))
+
+
 # --- SSE records: the decoder split anywhere against a line-by-line reading
 
 SSE_STREAMS = {

@@ -497,6 +497,10 @@ def _dechunk_scan(buffer: bytearray) -> tuple[bytes, bool]:
         start = end + 2
         if len(buffer) < start + size + 2:
             break
+        if buffer[start + size : start + size + 2] != b"\r\n":
+            # A size line that undercounts or overcounts its data: reading on would take the
+            # data's own bytes for the next size line.
+            raise HTTPTransportError(f"a chunk of {size} bytes is not followed by CRLF")
         out.append(bytes(buffer[start : start + size]))
         pos = start + size + 2
     if pos:
