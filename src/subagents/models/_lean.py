@@ -305,3 +305,28 @@ class HTTPProvider:
             status_message=self.status_message,
             abort=request.abort,
         )
+
+
+def string_run(run: list[bytes]) -> tuple[list[str], str] | None:
+    """The JSON strings of a run of delta pieces parsed in one ``orjson`` call, and their text
+    joined; None unless each piece is exactly one JSON string (the caller then feeds the run
+    record by record, failing as it would have).
+
+    The proof: the pieces are joined as ``[p1,<TAB>p2,<TAB>...]`` and must hold no LF. If that
+    parses to as many strings as there are pieces, every piece is exactly one JSON string
+    (whitespace around it allowed): a tab cannot stand inside a JSON string, so each inserted
+    comma is outside every string, and in an array of strings only that makes it a separator —
+    n - 1 of them, and n values, leave no other."""
+    joined = b",\t".join(run)
+    if joined.find(b"\n") >= 0:
+        return None
+    try:
+        values = orjson.loads(b"[" + joined + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    if len(values) != len(run):
+        return None
+    try:
+        return values, "".join(values)
+    except TypeError:  # not all strings
+        return None

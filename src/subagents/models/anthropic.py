@@ -40,6 +40,7 @@ from subagents.models._lean import (
     header_lines,
     not_json,
     parse_error_body,
+    string_run,
 )
 from subagents.models._sdk_support import (
     EPHEMERAL,
@@ -359,42 +360,29 @@ class StreamAssembler:
         ``_feed_event`` would one by one.
 
         Why one parse is the same as one per record: the pieces come from records with no blank
-        line inside, and are joined as ``[p1,<TAB>p2,<TAB>...]``. If that parses to as many
-        strings as there are pieces, with no LF in any piece, every piece is exactly one JSON
-        string (whitespace around it allowed): a tab cannot stand inside a JSON string, so each
-        inserted comma is outside every string, and in an array of strings only, that makes
-        it a separator — n - 1 of them, and n values, leave no other. Then each record,
+        line inside, and ``_lean.string_run`` proves each is exactly one JSON string. Then each
+        record,
         ``run_prefix`` (an event line and a data line up to the delta's string, which the
         prefix is built to end at) + that string + ``}}``, is one data line whose JSON holds
         exactly that string there. Anything else (a piece that is not a lone string, a LF,
         invalid UTF-8) is fed record by record, failing as it would have."""
-        joined = b",\t".join(run)
-        values: Any = None
-        if joined.find(b"\n") < 0:
-            try:
-                values = orjson.loads(b"[" + joined + b"]")
-            except orjson.JSONDecodeError:
-                values = None
-        if values is not None and len(values) == len(run):
-            try:
-                text = "".join(values)
-            except TypeError:  # not all strings
-                text = None
-            if text is not None:
-                index = self.run_index
-                if self.run_text:
-                    pieces = self.texts.get(index)
-                    if pieces is None:
-                        pieces = self._text_pieces(index)
-                    pieces.append(text)
-                    shown += values
-                    return
-                pieces = self.partial_json.get(index)
+        parsed = string_run(run)
+        if parsed is not None:
+            values, text = parsed
+            index = self.run_index
+            if self.run_text:
+                pieces = self.texts.get(index)
                 if pieces is None:
-                    self.blocks.setdefault(index, {"type": "text", "text": ""})
-                    pieces = self.partial_json[index] = []
+                    pieces = self._text_pieces(index)
                 pieces.append(text)
+                shown += values
                 return
+            pieces = self.partial_json.get(index)
+            if pieces is None:
+                self.blocks.setdefault(index, {"type": "text", "text": ""})
+                pieces = self.partial_json[index] = []
+            pieces.append(text)
+            return
         prefix = self.run_prefix
         for piece in run:
             event = parse_record(prefix + piece + b"}}")  # the record as it came

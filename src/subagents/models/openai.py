@@ -45,6 +45,7 @@ from subagents.models._lean import (
     header_lines,
     not_json,
     parse_error_body,
+    string_run,
 )
 from subagents.models._sdk_support import (
     load_sdk,
@@ -356,32 +357,22 @@ class ChunkAssembler:
     def _apply_run(self, run: list[bytes], shown: list[str]) -> None:
         """Apply chunks whose records were ``run_prefix + piece + run_suffix`` each, as
         ``_feed_data`` would one by one: the pieces parsed in one call, proven to be one JSON
-        string each as ``anthropic.StreamAssembler._apply_run`` proves it, and the template
+        string each (``_lean.string_run``), and the template
         proven to read any string there as it reads the one it was learnt with (``_template``),
         with no other effect than adding it."""
-        joined = b",\t".join(run)
-        values: Any = None
-        if joined.find(b"\n") < 0:
-            try:
-                values = orjson.loads(b"[" + joined + b"]")
-            except orjson.JSONDecodeError:
-                values = None
-        if values is not None and len(values) == len(run):
-            try:
-                text = "".join(values)
-            except TypeError:  # not all strings
-                text = None
-            if text is not None:
-                call = self.run_call
-                if call is None:
-                    self.text.append(text)
-                    shown += filter(None, values)
-                    return
-                slot = self.calls.get(call)
-                if slot is None:
-                    slot = self.calls[call] = _ToolCallSlot()
-                slot.arguments.append(text)
+        parsed = string_run(run)
+        if parsed is not None:
+            values, text = parsed
+            call = self.run_call
+            if call is None:
+                self.text.append(text)
+                shown += filter(None, values)
                 return
+            slot = self.calls.get(call)
+            if slot is None:
+                slot = self.calls[call] = _ToolCallSlot()
+            slot.arguments.append(text)
+            return
         prefix, suffix = self.run_prefix, self.run_suffix
         for piece in run:
             event = parse_record(prefix + piece + suffix)  # the record as it came
