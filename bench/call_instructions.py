@@ -55,24 +55,33 @@ def count(n: int, k: int, runs: int, durability: str) -> tuple[int, int]:
 def counted(script: list[str]) -> tuple[int, int]:
     """(instructions, model calls) of ``python *script`` under callgrind, counting only inside
     ``functools.reduce``; the script prints ``model calls N``."""
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "callgrind.out"
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            "--collect-atstart=no",
-            "--toggle-collect=functools_reduce",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            *script,
-        ]
-        env = dict(os.environ, PYTHONHASHSEED="0")
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    instructions, stdout = under_callgrind(script)
+    calls = re.search(r"model calls (\d+)", stdout)
+    if calls is None:
+        raise RuntimeError(f"no model call count in the script's output:\n{stdout[-2000:]}")
+    return instructions, int(calls.group(1))
+
+
+def under_callgrind(script: list[str], *, out_file: str = "/dev/null") -> tuple[int, str]:
+    """(instructions, stdout) of ``python *script`` under callgrind, collecting only inside
+    ``functools.reduce`` (what a measuring script wraps its counted runs in), with
+    ``PYTHONHASHSEED`` fixed so two runs of one tree agree closely; ``out_file`` keeps the
+    profile for ``callgrind_annotate``. Shared by every instruction-counting bench."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--collect-atstart=no",
+        "--toggle-collect=functools_reduce",
+        f"--callgrind-out-file={out_file}",
+        sys.executable,
+        *script,
+    ]
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
     refs = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-    calls = re.search(r"model calls (\d+)", done.stdout)
-    if refs is None or calls is None:
+    if refs is None:
         raise RuntimeError(f"no count in valgrind's output:\n{done.stderr[-2000:]}")
-    return int(refs.group(1).replace(",", "")), int(calls.group(1))
+    return int(refs.group(1).replace(",", "")), done.stdout
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,7 +35,6 @@ import functools
 import gc
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -288,27 +287,11 @@ def swarm_instructions(n: int, k: int, latency_ms: int) -> dict[str, Any]:
     wall-time-decided work pinned off, as ``--pinned``), per child and per model call. Only the
     measured run is counted (``--toggle-collect`` on ``functools.reduce``, which wraps it and
     nothing else); ``PYTHONHASHSEED`` is fixed so two runs of one tree agree closely."""
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--collect-atstart=no",
-        "--toggle-collect=functools_reduce",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        __file__,
-        "swarm",
-        "--inside-instructions",
-        f"--n={n}",
-        f"--k={k}",
-        f"--latency={latency_ms}",
-    ]
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-    refs = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-    if refs is None:
-        raise RuntimeError(f"no count in valgrind's output:\n{done.stderr[-2000:]}")
-    figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    instructions = int(refs.group(1).replace(",", ""))
+    from call_instructions import under_callgrind
+
+    script = [__file__, "swarm", "--inside-instructions", f"--n={n}", f"--k={k}"]
+    instructions, stdout = under_callgrind([*script, f"--latency={latency_ms}"])
+    figures: dict[str, Any] = json.loads(stdout.splitlines()[-1])
     return {
         "workload": "swarm",
         "children": n,

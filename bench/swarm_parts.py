@@ -22,7 +22,6 @@ import gc
 import itertools
 import json
 import operator
-import os
 import re
 import subprocess
 import sys
@@ -166,27 +165,14 @@ def inside(n: int, k: int, latency_ms: int, gc_off: bool, names: list[str]) -> N
 
 
 def measure(n: int, k: int, latency_ms: int, gc_off: bool, names: list[str]) -> dict[str, Any]:
+    from call_instructions import under_callgrind
+
     with tempfile.TemporaryDirectory(prefix="swarm-parts-") as tmp:
         out = f"{tmp}/callgrind.out"
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            "--collect-atstart=no",
-            "--toggle-collect=functools_reduce",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            __file__,
-            "--inside",
-            f"--n={n}",
-            f"--k={k}",
-            f"--latency={latency_ms}",
-            *(["--gc-off"] if gc_off else []),
-            *(f"--part={name}" for name in names),
-        ]
-        env = dict(os.environ, PYTHONHASHSEED="0")
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-        figures = json.loads(done.stdout.splitlines()[-1])
-        total = int(re.search(r"I\s+refs:\s+([\d,]+)", done.stderr).group(1).replace(",", ""))
+        sizes = [f"--n={n}", f"--k={k}", f"--latency={latency_ms}"]
+        options = [*(["--gc-off"] if gc_off else []), *(f"--part={name}" for name in names)]
+        total, stdout = under_callgrind([__file__, "--inside", *sizes, *options], out_file=out)
+        figures = json.loads(stdout.splitlines()[-1])
         annotated = subprocess.run(
             ["callgrind_annotate", "--inclusive=yes", "--threshold=100", out],
             capture_output=True,

@@ -153,11 +153,16 @@ async def run_facts(tmp_path: Path, *args: str, env: dict[str, str]) -> dict[str
     return facts
 
 
+def anthropic_answering(wire_server: WireServer) -> dict[str, str]:
+    """Queue one text answer and return the environment of a run that asks the wire server."""
+    wire_server.queue(AnthropicWire(wire_server).text("the answer"))
+    return {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": wire_server.url, "SUBAGENTS_MODEL": ""}
+
+
 async def test_an_anthropic_run_loads_no_sdk_and_no_other_provider(
     wire_server: WireServer, tmp_path: Path
 ) -> None:
-    wire_server.queue(AnthropicWire(wire_server).text("the answer"))
-    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": wire_server.url, "SUBAGENTS_MODEL": ""}
+    env = anthropic_answering(wire_server)
 
     loaded = await run_cli(tmp_path, "-p", "hi", env=env)
 
@@ -208,8 +213,7 @@ StructuredOutput's and ``tools/inputs/``) are created at each tool's first call.
 async def test_an_anthropic_run_creates_no_tool_input_model(
     wire_server: WireServer, tmp_path: Path
 ) -> None:
-    wire_server.queue(AnthropicWire(wire_server).text("the answer"))
-    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": wire_server.url, "SUBAGENTS_MODEL": ""}
+    env = anthropic_answering(wire_server)
 
     facts = await run_facts(tmp_path, "-p", "hi", env=env)
 
