@@ -69,6 +69,7 @@ from typing import Any
 # Only the public API (``subagents.__all__``): the bench runs the runtime as a library user does.
 from subagents import (
     CallInfo,
+    DefinitionSet,
     RuntimeConfig,
     ScriptedModel,
     Session,
@@ -370,14 +371,25 @@ def telemetry_for(mode: str) -> Any:
     )
 
 
+def prepare(script: dict[str, Any], workdir: Path) -> tuple[ScriptedModel, DefinitionSet]:
+    """What a session is given before its clock starts: its scripted model and definitions."""
+    definitions = load_definitions(
+        cwd=workdir, home=workdir, subagents_home=workdir / "home", cli_agents=json.dumps(WORKER)
+    )
+    return ScriptedModel.from_dict(script, keep_requests=False), definitions
+
+
 async def run_once(
     script: dict[str, Any], workdir: Path, config: RuntimeConfig
 ) -> tuple[int, float, float, float]:
     """(model calls, CPU seconds, wall seconds, kernel CPU seconds) of one session."""
-    definitions = load_definitions(
-        cwd=workdir, home=workdir, subagents_home=workdir / "home", cli_agents=json.dumps(WORKER)
-    )
-    model = ScriptedModel.from_dict(script, keep_requests=False)
+    return await run_prepared(*prepare(script, workdir), workdir, config)
+
+
+async def run_prepared(
+    model: ScriptedModel, definitions: DefinitionSet, workdir: Path, config: RuntimeConfig
+) -> tuple[int, float, float, float]:
+    """``run_once`` with the model and definitions made beforehand (``prepare``)."""
     session = Session(
         SessionOptions(
             model=model,
