@@ -312,3 +312,47 @@ async def test_openai_stream_error_chunks_agree(wire_server: WireServer) -> None
 
     assert lean == sdk
     assert lean[1] == "api_error"
+
+
+def _openai_build(server: WireServer) -> Any:
+    def build(transport: Transport) -> OpenAIModel:
+        url = server.url + "/v1"
+        return OpenAIModel("gpt-x", api_key="k", base_url=url, transport=transport)
+
+    return build
+
+
+async def test_openai_finish_chunks_read_by_their_bytes_agree_stream_after_stream(
+    wire_server: WireServer,
+) -> None:
+    """A chunk that only ends the stream is looked up by its bytes after the opening once
+    one has been parsed (``openai._learn_finish``): every stream's finish reason is still its
+    own — another reason, a finish chunk carrying text or usage, another index — on both
+    transports, one stream after another."""
+    body = (RECORDED / "openai_text.sse").read_bytes()
+    finish = b'"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]'
+    assert finish in body
+    variants = [
+        b"",
+        b'"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]',
+        b"",
+        b'"choices":[{"index":0,"delta":{"content":"!"},"logprobs":null,"finish_reason":"stop"}]',
+        b'"choices":[{"index":1,"delta":{},"logprobs":null,"finish_reason":"length"}]',
+        b'"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"content_filter"}]',
+        b'"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]',
+    ]
+    stops = []
+    for variant in variants:
+        reply = Reply(sse=body.replace(finish, variant) if variant else body)
+        sdk, lean = await both(wire_server, reply, _openai_build(wire_server), request())
+        assert lean == sdk
+        stops.append(lean[4] if lean[0] == "done" else lean[1])
+    assert stops == [
+        "end_turn",
+        "max_tokens",
+        "end_turn",
+        "end_turn",
+        "connection",  # index 1 only: no finish_reason for choice 0
+        "content_filter",
+        "max_tokens",
+    ]

@@ -140,10 +140,15 @@ class _CountingOpenAI(ChunkAssembler):
     def __init__(self) -> None:
         super().__init__()
         self.runs: list[int] = []
+        self.parsed = 0
 
     def _apply_run(self, run: list[bytes], shown: list[str]) -> None:
         self.runs.append(len(run))
         super()._apply_run(run, shown)
+
+    def _feed_data(self, data: bytes, shown: list[str]) -> None:
+        self.parsed += 1
+        super()._feed_data(data, shown)
 
 
 def test_the_fast_readings_are_taken() -> None:
@@ -154,12 +159,15 @@ def test_the_fast_readings_are_taken() -> None:
     assert anthropic.runs == [8, 5]
     assert len(anthropic.parsed) == 3  # the message's start and delta, the tool's start
     openai_module._RECENT.clear()
+    openai_module._FINISHES.clear()
     openai = _CountingOpenAI()
     openai.feed_records(_sse.SSEDecoder().records(OPENAI["worker note"]))
     assert openai.runs == [7, 3]  # each run's first chunk parsed, and learnt from
+    assert openai.parsed == 7  # those two, the role, the tool's start, finish, usage, [DONE]
     openai = _CountingOpenAI()
     openai.feed_records(_sse.SSEDecoder().records(OPENAI["worker note"]))
     assert openai.runs == [8, 4]  # the next stream reads them by what was learnt
+    assert openai.parsed == 4  # and its finish chunk by a look-up
 
 
 # What a corruption puts in place of a delta's string, or around it.
@@ -282,3 +290,25 @@ def test_an_openai_template_whose_string_is_not_what_the_chunk_reads_is_not_used
     assembler = ChunkAssembler()
     assembler.feed_records(_sse.SSEDecoder().records(stream))
     assert "".join(assembler.text) == "aaa"
+
+
+def test_an_openai_opening_over_two_lines_is_not_read_from_one() -> None:
+    """A first chunk whose data spans two ``data:`` lines has an opening holding an LF: a
+    later record written as ``data: `` + those bytes is two lines, the second no data, so
+    it is not the chunk the opening and a learnt template (or a finish chunk's look-up)
+    would read it as — here not JSON at all, an error on both readings."""
+    records = OPENAI["openai_text.sse"].split(b"\n\n")
+    cut = records[0].index(b'"object"')
+
+    def spread(record: bytes) -> bytes:  # the same data, over two data lines
+        return record[:cut] + b"\ndata: " + record[cut:]
+
+    def raw(record: bytes) -> bytes:  # the same bytes, the second line no data line
+        return record[:cut] + b"\n" + record[cut:]
+
+    finish = next(i for i, r in enumerate(records) if b'"finish_reason":"stop"' in r)
+    for bad in (2, finish):
+        body = [spread(records[0]), *map(spread, records[1:bad]), raw(records[bad])]
+        stream = b"\n\n".join([*body, *records[bad + 1 :]])
+        _same("openai", [stream])
+        assert _outcome("openai", [stream], general=False)[-1][0] == "HTTPTransportError"

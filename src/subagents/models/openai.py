@@ -210,6 +210,8 @@ def to_openai_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
 
 _NO_RUN = b"\n"
 """A prefix no record of the inline shape starts with (a data line holds no LF)."""
+_NO_OPENING = b"\n\n"
+"""An opening no record starts with (records are split at blank lines)."""
 
 
 @dataclass(kw_only=True)
@@ -234,6 +236,7 @@ class ChunkAssembler:
     __slots__ = (
         "calls",
         "finish_reason",
+        "opening",
         "run_call",
         "run_prefix",
         "run_suffix",
@@ -250,6 +253,9 @@ class ChunkAssembler:
         """From the last chunk that carried usage (None: none did, zeros then)."""
         self.skip: bytes | None = None
         """The proven opening (b"" when the first chunk's could not be proven); None before."""
+        self.opening = _NO_OPENING
+        """``data: `` + ``skip`` once proven (and free of LF: one line): a record opening so
+        whose rest is a known finish-only chunk's (``_FINISHES``) is read by a look-up."""
         self.run_prefix = _NO_RUN
         """The bytes a chunk record like the last one learnt from opens with, up to the string
         it adds (``_learn``); ``feed_records`` reads runs of such records without parsing each."""
@@ -269,6 +275,8 @@ class ChunkAssembler:
         shown: list[str] = []
         prefix, suffix = self.run_prefix, self.run_suffix
         size, tail = len(prefix), -len(suffix)
+        opening = self.opening
+        cut = len(opening)
         run: list[bytes] = []
         for record in records:
             if record[:size] == prefix and record[tail:] == suffix:
@@ -277,6 +285,11 @@ class ChunkAssembler:
             if run:
                 self._apply_run(run, shown)
                 run = []
+            if record[:cut] == opening:
+                finish = _FINISHES.get(record[cut:])
+                if finish is not None:  # what its parse would do (``_learn_finish``)
+                    self.finish_reason = finish
+                    continue
             if record[:6] == b"data: " and record.find(b"\n") < 0:  # the usual shape, inline
                 data = record[6:]
             else:
@@ -288,6 +301,9 @@ class ChunkAssembler:
             if self.run_prefix is not prefix:
                 prefix, suffix = self.run_prefix, self.run_suffix
                 size, tail = len(prefix), -len(suffix)
+            if self.opening is not opening:
+                opening = self.opening
+                cut = len(opening)
         if run:
             self._apply_run(run, shown)
         return shown
@@ -319,8 +335,11 @@ class ChunkAssembler:
                 chunk = orjson.loads(data)
                 if skip is None:  # the first chunk: is its opening provably skippable?
                     self.skip = _skippable(data)
-                    if self.skip:  # the text's template the last stream used, if any
-                        self._use(None, _RECENT.get(None))
+                    if self.skip and self.skip.find(b"\n") < 0:
+                        # One line: a record that opens with ``data: `` + it is that line's
+                        # data (an LF would end the line there, and the rest is no data).
+                        self.opening = b"data: " + self.skip
+                        self._use(None, _RECENT.get(None))  # the text's last template
         except orjson.JSONDecodeError:
             raise not_json(data) from None
         if type(chunk) is dict and chunk.get("error"):
@@ -329,7 +348,7 @@ class ChunkAssembler:
         text = self.feed(chunk)
         if text:
             shown.append(text)
-        if rest is not None:
+        if rest is not None and not _learn_finish(rest, chunk):
             self._learn(rest, chunk, started=len(self.calls) != calls)
 
     def _learn(self, rest: bytes, chunk: dict[str, Any], *, started: bool) -> None:
@@ -349,9 +368,9 @@ class ChunkAssembler:
 
     def _use(self, call: int | None, template: tuple[bytes, bytes] | None) -> None:
         """Read runs by ``template`` (``(head, suffix)``, proven) after the proven opening."""
-        if template is not None and self.skip:
+        if template is not None and self.opening is not _NO_OPENING:
             head, suffix = template
-            self.run_prefix, self.run_suffix = b"data: " + self.skip + head, suffix
+            self.run_prefix, self.run_suffix = self.opening + head, suffix
             self.run_call = call
 
     def _apply_run(self, run: list[bytes], shown: list[str]) -> None:
@@ -550,6 +569,32 @@ def _proven(head: bytes, suffix: bytes, chunk: dict[str, Any], value: str) -> bo
     return True
 
 
+def _learn_finish(rest: bytes, chunk: dict[str, Any]) -> bool:
+    """Remember ``rest`` (a chunk's bytes after the proven opening, ``chunk`` their parse)
+    when all ``feed`` does with it is set the finish reason, and nothing else reads it: no
+    usage, no error, one choice with index 0 and no delta, and no template to learn (a
+    finish reason rules one out). Servers end every stream with such a chunk, byte for byte
+    the same after the opening (``"choices":[{"index":0,"delta":{},"logprobs":null,
+    "finish_reason":"stop"}],"usage":null}``), so the next stream's is looked up whole
+    (``feed_records``): the same bytes parse the same. Only a rest without LF is kept, so
+    the record ``data: `` + opening + rest is one line and that its data."""
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1 or chunk.get("usage"):
+        return False
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("index", 0) != 0 or choice.get("delta"):
+        return False
+    finish = choice.get("finish_reason")
+    if not finish or chunk.get("error") or rest.find(b"\n") >= 0:
+        return False
+    if len(_FINISHES) >= 64:
+        _FINISHES.clear()
+    _FINISHES[rest] = finish
+    return True
+
+
+_FINISHES: dict[bytes, Any] = {}
+"""Finish-only chunks' bytes after the opening, and their finish reason (``_learn_finish``)."""
 _PROVEN: set[tuple[bytes, bytes]] = set()
 """Templates already proven (by ``(head, suffix)``: a property of the bytes alone)."""
 _RECENT: dict[int | None, tuple[bytes, bytes]] = {}
