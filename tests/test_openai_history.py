@@ -59,7 +59,7 @@ def test_the_shared_encoder_writes_what_json_dumps_writes() -> None:
 def _turn(rng: random.Random, number: int) -> list[dict[str, Any]]:
     call = f"call_{number}"
     assistant: list[dict[str, Any]] = []
-    if rng.random() < 0.7:
+    for _ in range(rng.choice([0, 1, 1, 1, 2])):  # none, one, or two text blocks
         assistant.append({"type": "text", "text": rng.choice(["", "ok", "I'll look."])})
     for extra in range(rng.randint(1, 2)):
         assistant.append(
@@ -96,11 +96,16 @@ def _edit(rng: random.Random, history: list[dict[str, Any]]) -> None:
         block["text"] = block.get("text", "") + " more"
 
 
-def _check(conversions: HistoryConversions, agent: str, history: list[dict[str, Any]]) -> None:
-    expected = to_openai_messages(SYSTEM, history)  # type: ignore[arg-type]
-    encoded = conversions.encoded(agent, SYSTEM, history)  # type: ignore[arg-type]
+def _check(
+    conversions: HistoryConversions,
+    agent: str,
+    history: list[dict[str, Any]],
+    system: str = SYSTEM,
+) -> None:
+    expected = to_openai_messages(system, history)  # type: ignore[arg-type]
+    encoded = conversions.encoded(agent, system, history)  # type: ignore[arg-type]
     assert encoded == orjson.dumps(expected)
-    assert conversions.convert(agent + "-dicts", SYSTEM, history) == expected  # type: ignore[arg-type]
+    assert conversions.convert(agent + "-dicts", system, history) == expected  # type: ignore[arg-type]
 
 
 def test_random_histories_are_sent_as_they_are_at_each_call() -> None:
@@ -128,7 +133,10 @@ def test_random_histories_are_sent_as_they_are_at_each_call() -> None:
             histories[agent] = history = [{"role": "user", "content": "summary"}]
         elif action < 0.85 and len(history) > 2:
             del history[rng.randrange(1, len(history)) :]
-        _check(conversions, agent, history)
+        # Mostly the agent's own prompt; now and then none or another one (``encoded``
+        # keeps the system message's JSON per agent: it must follow the prompt sent).
+        system = rng.choice([SYSTEM] * 8 + ["", "Another prompt ✓"])
+        _check(conversions, agent, history, system)
 
 
 def test_a_history_orjson_cannot_encode_is_converted_as_dicts() -> None:

@@ -46,16 +46,17 @@ def to_openai_messages(system: str, messages: Sequence[Message]) -> list[dict[st
 def _assistant_message(
     blocks: list[ContentBlock], arguments: Callable[[Any], str] = json.dumps
 ) -> dict[str, Any]:
-    text = "\n".join(b["text"] for b in blocks if b["type"] == "text" and b["text"])
-    calls = [
-        {
-            "id": b["id"],
-            "type": "function",
-            "function": {"name": b["name"], "arguments": arguments(b["input"])},
-        }
-        for b in blocks
-        if b["type"] == "tool_use"
-    ]
+    # One pass, no generator: this runs for every new assistant message of every agent.
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for b in blocks:
+        if b["type"] == "text":
+            if b["text"]:
+                texts.append(b["text"])
+        elif b["type"] == "tool_use":
+            function = {"name": b["name"], "arguments": arguments(b["input"])}
+            calls.append({"id": b["id"], "type": "function", "function": function})
+    text = texts[0] if len(texts) == 1 else "\n".join(texts)
     converted: dict[str, Any] = {"role": "assistant", "content": text or None}
     if calls:
         converted["tool_calls"] = calls
@@ -165,6 +166,11 @@ class _Agent:
     encoded: bytes = b""
     """Those messages' chat-completions messages, each ``orjson.dumps``-ed, joined by commas."""
     encoded_count: int = 0
+    system: str = ""
+    """The system prompt ``head`` was written for."""
+    head: bytes = b"["
+    """The JSON array's opening: ``[``, and the system message with its comma when there is
+    one (an agent's system prompt is the same on every call: encoded once)."""
 
     def valid_prefix(self, messages: list[Message]) -> int:
         """How many of ``messages`` the cache still holds (all of its own, in one C-level
@@ -249,10 +255,14 @@ class HistoryConversions:
                 new = orjson.dumps(converted)[1:-1]
                 agent.encoded = agent.encoded + b"," + new if agent.encoded else new
         agent.source, agent.encoded_count = now[:-1], len(history)
-        head = b'[{"role":"system","content":' + orjson.dumps(system) + b"}" if system else b"["
+        if system != agent.system:
+            agent.system = system
+            agent.head = (
+                b'[{"role":"system","content":' + orjson.dumps(system) + b"}," if system else b"["
+            )
         if not agent.encoded:
-            return head + b"]"
-        return head + (b"," if system else b"") + agent.encoded + b"]"
+            return agent.head[:-1] + b"]" if system else b"[]"
+        return agent.head + agent.encoded + b"]"
 
     def _agent(self, agent_id: str) -> _Agent:
         agent = self._agents.get(agent_id)
