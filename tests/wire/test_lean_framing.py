@@ -34,6 +34,7 @@ BODIES = {
     "a trailer": _chunked([b"one", b"two"], trailer=True),
     "empty pieces around": _chunked([b"\r", b"\n", b"0\r\n", b"ab"]),
     "bytes after the last chunk": _chunked([b"abc"]) + b"HTTP/1.1 200 OK\r\n",
+    "chunks after the last chunk": _chunked([b"abc"]) + _chunked([b"def", b"gh"]),
     "upper-case hex": b"1A\r\n" + b"y" * 26 + b"\r\n0\r\n\r\n",
     "leading zeros": b"01a\r\n" + b"y" * 26 + b"\r\n3\r\nabc\r\n00\r\n\r\n",
 }

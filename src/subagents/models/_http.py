@@ -445,18 +445,17 @@ def _dechunk_split(buffer: bytearray) -> tuple[bytes, bool] | None:
     pairs = count - 1 if count % 2 else count - 2
     sizes = parts[0:pairs:2]
     pieces = parts[1:pairs:2]
-    lengths = list(map(len, pieces))
-    if list(map(_HEX_OF.__getitem__, lengths)) != sizes:
+    if list(map(_HEX_OF.__getitem__, map(len, pieces))) != sizes:
         try:
-            if list(map(int, sizes, _HEX)) != lengths:
+            if list(map(int, sizes, _HEX)) != list(map(len, pieces)):
                 return None
         except ValueError:
             return None
     final = False
-    if 0 in lengths:  # the last chunk: only ever the final pair, with no trailer line
-        if lengths.index(0) != len(lengths) - 1:
-            return None
+    if not pieces[-1]:  # the last chunk: only ever the final pair, with no trailer line
         final = True
+    if b"" in pieces[:-1]:  # a last chunk with more after it
+        return None
     rest = len(parts[-1]) if count % 2 else len(parts[-2]) + 2 + len(parts[-1])
     del buffer[: len(buffer) - rest]
     return b"".join(pieces), final
