@@ -16,11 +16,14 @@ from typing import Any
 
 from step_tool import StepTool
 from subagents import (
+    CallInfo,
     Event,
     ProgressEvent,
     ScriptedModel,
     Session,
     SessionOptions,
+    ToolContext,
+    ToolOutput,
     Usage,
     core_tools,
 )
@@ -28,7 +31,7 @@ from subagents.agents.agent_run import AgentRun
 from subagents.distributed.remote import Progress, apply_progress, progress_of
 from subagents.events import AgentRef
 from subagents.loop.query import LoopStats
-from subagents.models.base import MessageDone, ModelRequest, StreamEvent
+from subagents.models.base import MessageDone, ModelRequest, RequestMetadata, StreamEvent
 
 
 def options(tmp_path: Path, script: dict[str, Any], **extra: Any) -> SessionOptions:
@@ -216,3 +219,50 @@ async def test_call_outputs_keep_the_calls_whose_output_carries_metadata(tmp_pat
     assert output is not None and output.metadata is not None
     assert output.metadata["files_changed"] == [str(target)]
     assert "stepped b" in json.dumps(result.agents[0].messages)
+
+
+async def test_a_scripted_answer_and_a_tool_call_info_are_built_whole(tmp_path: Path) -> None:
+    """The scripted model's ``MessageDone`` and ``Usage`` and a tool's ``CallInfo`` are built
+    without keyword calls on the per-call path: each still has every field, equal to the
+    object the keyword constructor gives (an unset field would raise here)."""
+    script = main_turns(
+        {"tool_calls": [{"name": "Info", "input": {"path": "a"}}]},
+        {"text": "done", "usage": {"input_tokens": 7, "output_tokens": 2}},
+    )
+    model = ScriptedModel.from_dict(script)
+    request = ModelRequest(
+        model="scripted",
+        system="s",
+        messages=[{"role": "user", "content": "go"}],
+        tools=[],
+        metadata=RequestMetadata(agent_id="a1", agent_type="main", prompt="go"),
+    )
+    done = await model.respond(request)
+    rebuilt = MessageDone(
+        message=done.message, usage=Usage(**done.usage.to_dict()), stop_reason="tool_use"
+    )
+    rebuilt.model = "scripted"
+    assert done == rebuilt and done.type == "message_done"
+    assert done.usage.input_tokens + done.usage.cache_creation_input_tokens >= 1
+    request.messages += [done.message, {"role": "user", "content": "more"}]
+    final = await model.respond(request)
+    assert final == MessageDone(
+        message=final.message, usage=Usage(input_tokens=7, output_tokens=2), model="scripted"
+    )
+
+    seen: list[CallInfo] = []
+
+    class InfoTool(StepTool):
+        name = "Info"
+
+        async def call(self, args: Any, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+            seen.append(info)
+            return await super().call(args, ctx, info)
+
+    opts = options(tmp_path, script)
+    opts.tools = [*core_tools(), InfoTool()]
+    result = await Session(opts).run("go")
+    assert result.result == "done"
+    [info] = seen
+    assert info == CallInfo(tool_use_id=info.tool_use_id, progress=info.progress)
+    assert info.tool_use_id.startswith("toolu_")
