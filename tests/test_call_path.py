@@ -266,3 +266,47 @@ async def test_a_scripted_answer_and_a_tool_call_info_are_built_whole(tmp_path: 
     [info] = seen
     assert info == CallInfo(tool_use_id=info.tool_use_id, progress=info.progress)
     assert info.tool_use_id.startswith("toolu_")
+
+
+async def test_a_lone_call_runs_without_its_concurrency_question(tmp_path: Path) -> None:
+    """A one-call turn is a group of its own: the call is validated, checked and run, and the
+    tool is not asked whether it is concurrency-safe (the answer only groups calls); a
+    two-call turn asks for each. Invalid and unknown lone calls still get their errors."""
+    asked: list[str] = []
+
+    class AskedTool(StepTool):
+        name = "Asked"
+
+        def is_concurrency_safe(self, args: Any) -> bool:
+            asked.append(args.path)
+            return True
+
+    def asked_call(path: str) -> dict[str, Any]:
+        return {"name": "Asked", "input": {"path": path}}
+
+    script = main_turns(
+        {"tool_calls": [asked_call("lone")]},
+        {"tool_calls": [asked_call("one"), asked_call("two")]},
+        {"tool_calls": [{"name": "Asked", "input": {}}]},
+        {"tool_calls": [{"name": "Missing", "input": {}}]},
+        {"text": "done"},
+    )
+    opts = options(tmp_path, script)
+    opts.tools = [*core_tools(), AskedTool()]
+    result = await Session(opts).run("go")
+    assert result.result == "done"
+    assert asked == ["one", "two"]
+    results = [
+        b
+        for m in result.agents[0].messages
+        if m["role"] == "user" and not isinstance(m["content"], str)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+    assert [b["content"] for b in results[:3]] == ["stepped lone", "stepped one", "stepped two"]
+    assert results[3].get("is_error") and "Asked was called with invalid input" in str(
+        results[3]["content"]
+    )
+    assert results[4].get("is_error") and "No such tool available: Missing" in str(
+        results[4]["content"]
+    )

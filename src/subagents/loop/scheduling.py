@@ -94,26 +94,33 @@ def prepare_calls(
 ) -> list[PreparedCall]:
     prepared: list[PreparedCall] = []
     for index, block in enumerate(calls):
-        tool = tools.get(block["name"])
-        if tool is None:
-            known = ", ".join(sorted({t.name for t in tools.values()})) or "none"
-            error = f"No such tool available: {block['name']}. Available tools: {known}"
-            prepared.append(_invalid(index, block, None, error))
+        tool, args, error = validated(block, tools)
+        if args is None:
+            prepared.append(_invalid(index, block, tool, error or "invalid call"))
             continue
-        try:
-            args = tool.parse_input(block["input"])
-        except ValidationError as exc:
-            prepared.append(_invalid(index, block, tool, format_validation_error(tool.name, exc)))
-            continue
-        except ToolInputError as exc:
-            prepared.append(_invalid(index, block, tool, str(exc)))
-            continue
+        assert tool is not None
         try:
             safe = bool(tool.is_concurrency_safe(args))
         except Exception:  # a broken flag runs the call alone
             safe = False
         prepared.append(PreparedCall(index, block, tool, args, None, safe))
     return prepared
+
+
+def validated(
+    block: ToolUseBlock, tools: Mapping[str, Tool[Any]]
+) -> tuple[Tool[Any] | None, BaseModel | None, str | None]:
+    """(tool, validated input, None), or (the tool if known, None, the error the model reads)."""
+    tool = tools.get(block["name"])
+    if tool is None:
+        known = ", ".join(sorted({t.name for t in tools.values()})) or "none"
+        return None, None, f"No such tool available: {block['name']}. Available tools: {known}"
+    try:
+        return tool, tool.parse_input(block["input"]), None
+    except ValidationError as exc:
+        return tool, None, format_validation_error(tool.name, exc)
+    except ToolInputError as exc:
+        return tool, None, str(exc)
 
 
 def _invalid(index: int, block: ToolUseBlock, tool: Tool[Any] | None, error: str) -> PreparedCall:
@@ -158,15 +165,22 @@ async def run_tool_calls(
     """Run a turn's calls into ``turn.results``; on cancellation, fill the gaps and re-raise."""
     concurrent = False
     try:
-        prepared = prepare_calls(turn.calls, tools)
-        # One call (most turns) is a group of its own either way.
-        for group in [prepared] if len(prepared) == 1 else group_calls(prepared):
+        calls = turn.calls
+        if len(calls) == 1:
+            # One call (most turns) is a group of its own: no ``PreparedCall`` and no
+            # ``is_concurrency_safe`` question, whose answer only groups calls.
+            block = calls[0]
+            tool, args, error = validated(block, tools)
+            observer = ctx.observer
+            if observer is None:  # ``execute_call``, inlined
+                turn.results[0] = await _execute(block, tool, args, error, ctx)
+            else:
+                turn.results[0] = await _observed_call(observer, block, tool, args, error, ctx)
+            return
+        for group in group_calls(prepare_calls(calls, tools)):
             if len(group) == 1:
                 call = group[0]
-                if ctx.observer is None:  # ``execute_call``, inlined
-                    turn.results[call.index] = await _execute(call, ctx)
-                else:
-                    turn.results[call.index] = await _observed_call(ctx.observer, call, ctx)
+                turn.results[call.index] = await execute_call(call, ctx)
             else:
                 concurrent = True
                 await _run_group(group, turn, ctx, max_concurrency)
@@ -201,16 +215,22 @@ def execute_call(call: PreparedCall, ctx: ToolContext) -> Coroutine[Any, Any, Ca
     A plain function that picks the coroutine, so an unobserved call awaits no extra frame."""
     observer = ctx.observer
     if observer is not None:
-        return _observed_call(observer, call, ctx)
-    return _execute(call, ctx)
+        return _observed_call(observer, call.block, call.tool, call.args, call.error, ctx)
+    return _execute(call.block, call.tool, call.args, call.error, ctx)
 
 
-async def _observed_call(observer: RunObserver, call: PreparedCall, ctx: ToolContext) -> CallResult:
+async def _observed_call(
+    observer: RunObserver,
+    block: ToolUseBlock,
+    tool: Tool[Any] | None,
+    args: BaseModel | None,
+    error: str | None,
+    ctx: ToolContext,
+) -> CallResult:
     """``_execute`` inside the observer's tool-call observation (telemetry's span)."""
-    block = call.block
     observation = observer.tool_call_started(ctx.agent, block["name"], block["id"], block["input"])
     try:
-        result = await _execute(call, ctx)
+        result = await _execute(block, tool, args, error, ctx)
     except BaseException:
         observation.end(content="", is_error=True, cancelled=True)
         raise
@@ -223,12 +243,16 @@ def _text(block: ToolResultBlock) -> str:
     return content if isinstance(content, str) else ""
 
 
-async def _execute(call: PreparedCall, ctx: ToolContext) -> CallResult:
-    block = call.block
+async def _execute(
+    block: ToolUseBlock,
+    tool: Tool[Any] | None,
+    args: BaseModel | None,
+    error: str | None,
+    ctx: ToolContext,
+) -> CallResult:
     name = block["name"]
-    if call.error is not None or call.tool is None or call.args is None:
-        return _error(block, call.error or "invalid call")
-    tool, args = call.tool, call.args
+    if error is not None or tool is None or args is None:
+        return _error(block, error or "invalid call")
     extra_context = ""
     step = "permission check"
     tool_use_id = block["id"]
