@@ -4,6 +4,7 @@ where git certainly sees no repository."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -23,9 +24,9 @@ async def test_a_git_repository_gets_its_status(
     calls: list[tuple[str, ...]] = []
     real = project_context._git
 
-    async def spy(cwd: Path, *args: str) -> str | None:
+    async def spy(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str | None:
         calls.append(args)
-        return await real(cwd, *args)
+        return await real(cwd, *args, env=env)
 
     monkeypatch.setattr(project_context, "_git", spy)
     context = await load_project_context(tmp_path)
@@ -45,7 +46,7 @@ async def test_a_plain_folder_spawns_no_git(
         pytest.skip("the temp folder sits inside a git checkout")
     calls: list[tuple[str, ...]] = []
 
-    async def spy(cwd: Path, *args: str) -> str | None:
+    async def spy(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str | None:
         calls.append(args)
         return None
 
@@ -64,3 +65,40 @@ def test_fast_json_reads_back_like_the_standard_library() -> None:
     encoded = json_codec.dumps(value)
     assert json.loads(encoded) == {**value, "t": [1, 2]}
     assert json.loads(json_codec.dumps({1: "non-string key"})) == {"1": "non-string key"}
+
+
+def _repo_with_a_touched_file(tmp_path: Path) -> Path:
+    """A repository whose index is stale for one file: a plain `git status` rewrites it."""
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "a.txt").write_text("same\n")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    stamp = (tmp_path / "a.txt").stat().st_mtime_ns + 5_000_000_000
+    os.utime(tmp_path / "a.txt", ns=(stamp, stamp))
+    return tmp_path / ".git" / "index"
+
+
+async def test_the_snapshot_never_takes_the_index_lock(tmp_path: Path) -> None:
+    """A session starting while the user runs git must not write the index (a concurrent
+    `git commit` would fail on our index.lock): the snapshot's status is lock-free."""
+    index = _repo_with_a_touched_file(tmp_path / "ours")
+    before = index.read_bytes()
+    context = await load_project_context(tmp_path / "ours")
+    assert context.is_git and "Current branch:" in context.git_status
+    assert index.read_bytes() == before
+    # The same state under a plain `git status` does rewrite the index: the check above can fail.
+    control = _repo_with_a_touched_file(tmp_path / "control")
+    control_before = control.read_bytes()
+    subprocess.run(["git", "-C", str(control.parent.parent), "status", "--short"], check=True)
+    assert control.read_bytes() != control_before
+
+
+async def test_a_huge_status_is_read_only_as_far_as_the_snapshot_keeps(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for number in range(400):  # ~40 KB of `git status --short`
+        (tmp_path / f"untracked-file-with-a-long-name-{number:04d}-{'x' * 50}.txt").touch()
+    context = await load_project_context(tmp_path)
+    assert context.is_git
+    assert "truncated; run `git status` for more" in context.git_status
+    assert len(context.git_status) <= project_context.MAX_GIT_STATUS_CHARS + 60

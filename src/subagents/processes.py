@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 
 class ProcessTracker:
@@ -124,3 +124,175 @@ def _has_tag(pid: int, needle: bytes) -> bool:
     except OSError:  # gone, or another user's
         return False
     return needle in data.split(b"\0")
+
+
+_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
+"""What ``subprocess`` restores to their defaults in a child (Python ignores them itself)."""
+_pidfds: bool | None = None
+
+
+def _have_pidfds() -> bool:
+    global _pidfds
+    if _pidfds is None:
+        try:
+            os.close(os.pidfd_open(os.getpid()))
+            _pidfds = all(hasattr(os, name) for name in ("posix_spawnp", "pipe2", "P_PIDFD"))
+        except (AttributeError, OSError):  # not Linux, or a kernel before 5.3
+            _pidfds = False
+    return _pidfds
+
+
+async def read_output(
+    argv: tuple[str, ...], env: Mapping[str, str], *, limit: int
+) -> tuple[int | None, bytes]:
+    """Run ``argv`` (searched on PATH) with stdin and stderr on ``/dev/null``: its exit status
+    and what it wrote to stdout. Past ``limit`` bytes the process is killed and the status is
+    None (the output is then the first ``limit`` bytes or a little more). OSError when it
+    cannot start.
+
+    With ``posix_spawnp`` and a pidfd (Linux 5.4+) this process is not forked and no child
+    watcher thread is started: ~0.23 ms of this process's CPU per short command against ~0.65
+    through ``asyncio.create_subprocess_exec`` (docs/performance.md, session 12); elsewhere
+    that is the way. The process is waited for through its pidfd, so a PID reused after some
+    other code reaped it is never signalled or waited for. The caller's cancellation kills and
+    reaps the process: none is left behind."""
+    if not _have_pidfds():
+        return await _read_output_asyncio(argv, env, limit)
+    pidfd, read_end = _spawn(argv, env)
+    return await _collect(pidfd, read_end, limit)
+
+
+def _spawn(argv: tuple[str, ...], env: Mapping[str, str]) -> tuple[int, int]:
+    """Start ``argv`` with its stdout on a pipe: (its pidfd, our end of the pipe)."""
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            pid = os.posix_spawnp(
+                argv[0],
+                argv,
+                env,
+                file_actions=(
+                    (os.POSIX_SPAWN_DUP2, devnull, 0),
+                    (os.POSIX_SPAWN_DUP2, write_end, 1),
+                    (os.POSIX_SPAWN_DUP2, devnull, 2),
+                ),
+                setsigdef=_DEFAULT_SIGNALS,
+            )
+        finally:
+            os.close(devnull)
+            os.close(write_end)
+    except BaseException:
+        os.close(read_end)
+        raise
+    try:
+        return os.pidfd_open(pid), read_end
+    except BaseException:  # out of descriptors: nothing has reaped it yet, so the PID is ours
+        os.close(read_end)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)  # immediate after a SIGKILL
+        raise
+
+
+async def _collect(pidfd: int, read_end: int, limit: int) -> tuple[int | None, bytes]:
+    """Read ``read_end`` to its end (or past ``limit``), then wait for the process through its
+    pidfd; it is killed and reaped whatever happens to the caller. Closes both descriptors."""
+    loop = asyncio.get_running_loop()
+    chunks: list[bytes] = []
+    size = 0
+    read_done: asyncio.Future[bool] = loop.create_future()  # True: cut at the limit
+    exited: asyncio.Future[None] = loop.create_future()
+    reaped = False
+
+    def readable() -> None:
+        nonlocal size
+        try:
+            data = os.read(read_end, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            chunks.append(data)
+            size += len(data)
+            if size <= limit:
+                return
+        loop.remove_reader(read_end)
+        if not read_done.done():
+            read_done.set_result(bool(data))
+
+    def gone() -> None:
+        loop.remove_reader(pidfd)
+        if not exited.done():
+            exited.set_result(None)
+
+    try:
+        os.set_blocking(read_end, False)
+        loop.add_reader(read_end, readable)
+        cut = await read_done
+        if cut:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        loop.add_reader(pidfd, gone)
+        await exited
+        code = _exit_code(pidfd)
+        reaped = True
+        return (None if cut else code), b"".join(chunks)
+    finally:
+        loop.remove_reader(read_end)
+        os.close(read_end)
+        loop.remove_reader(pidfd)
+        if not reaped:
+            _kill_and_reap(pidfd)
+        os.close(pidfd)
+
+
+def _exit_code(pidfd: int) -> int:
+    """Reap an exited process (its pidfd was readable, so this does not wait)."""
+    result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
+    if result is None:  # not reached: the pidfd said it had exited
+        raise ChildProcessError("the process has not exited")
+    return result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
+
+
+def _kill_and_reap(pidfd: int) -> None:
+    """End a child whose caller stopped waiting; the reap is immediate after a SIGKILL."""
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:  # it had exited already
+        pass
+    try:
+        os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
+    except ChildProcessError:  # reaped by a child watcher that waits for every child
+        pass
+
+
+async def _read_output_asyncio(
+    argv: tuple[str, ...], env: Mapping[str, str], limit: int
+) -> tuple[int | None, bytes]:
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        env=dict(env),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while size <= limit:
+            chunk = await proc.stdout.read(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        cut = size > limit
+        if cut:
+            proc.kill()
+        code = await proc.wait()
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()
+            await asyncio.shield(proc.wait())
+        raise
+    return (None if cut else code), b"".join(chunks)

@@ -27,6 +27,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from subagents.processes import read_output
+
 SHARED_FILES = ("CLAUDE.md", ".claude/CLAUDE.md", "AGENTS.md")
 LOCAL_FILES = ("CLAUDE.local.md",)
 MAX_FILE_CHARS = 20_000
@@ -148,20 +150,28 @@ def imports_of(text: str, base: Path, home: Path) -> list[Path]:
     return found
 
 
-async def _git(cwd: Path, *args: str) -> str | None:
+_GIT_OUTPUT_LIMIT = 4 * MAX_GIT_STATUS_CHARS + 64
+"""Bytes of a command's output worth reading: the snapshot keeps MAX_GIT_STATUS_CHARS of it (a
+work tree with a million untracked files is not read to its end)."""
+
+
+async def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str | None:
+    """A git command's output in ``cwd``, or None when it fails or cannot start. The snapshot
+    never takes the index lock (``GIT_OPTIONAL_LOCKS=0``, what editors use for a background
+    status): a session starting while the user commits must not make that commit fail, and a
+    killed ``git status`` leaves no stale ``index.lock`` behind."""
     try:
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            *args,
-            cwd=cwd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+        code, out = await read_output(
+            ("git", "-C", str(cwd), *args), env or _git_env(), limit=_GIT_OUTPUT_LIMIT
         )
     except OSError:
         return None
-    out, _ = await proc.communicate()
-    return out.decode(errors="replace").rstrip() if proc.returncode == 0 else None
+    # Cut at the limit (code None): the command was answering, so it did not fail.
+    return out.decode(errors="replace").rstrip() if code in (0, None) else None
+
+
+def _git_env() -> dict[str, str]:
+    return dict(os.environ, GIT_OPTIONAL_LOCKS="0")
 
 
 def _may_be_in_git(cwd: Path) -> bool:
@@ -177,12 +187,21 @@ async def _git_status(cwd: Path) -> str | None:
     """The snapshot of the work tree ``cwd`` is in, or None when it is in none: ``git status``
     fails outside a work tree, so it answers that too (no ``rev-parse`` process first: each
     process costs the session a fork and a watcher thread)."""
-    status = await _git(cwd, "status", "--short")
+    env = _git_env()
+    status = await _git(cwd, "status", "--short", env=env)
     if status is None:
         return None
-    branch = await _git(cwd, "branch", "--show-current") or "(detached)"
+    # The other two only read: run side by side (one process's wait instead of two).
+    async with asyncio.TaskGroup() as group:
+        branch_task = group.create_task(
+            _git(cwd, "branch", "--show-current", env=env), name="git-snapshot-branch"
+        )
+        log_task = group.create_task(
+            _git(cwd, "log", "--oneline", "-n", "5", env=env), name="git-snapshot-log"
+        )
+    branch = branch_task.result() or "(detached)"
     status = status or "(clean)"
-    log = await _git(cwd, "log", "--oneline", "-n", "5") or "(no commits)"
+    log = log_task.result() or "(no commits)"
     text = (
         "This is the git status at the start of the session; it will not update.\n"
         f"Current branch: {branch}\n\nStatus:\n{status}\n\nRecent commits:\n{log}"
