@@ -312,3 +312,34 @@ def test_an_openai_opening_over_two_lines_is_not_read_from_one() -> None:
         stream = b"\n\n".join([*body, *records[bad + 1 :]])
         _same("openai", [stream])
         assert _outcome("openai", [stream], general=False)[-1][0] == "HTTPTransportError"
+
+
+def test_an_openai_template_learnt_from_two_lines_is_not_read_from_one() -> None:
+    """A content chunk whose data spans two ``data:`` lines (cut after its string: the LF in
+    what follows it) is valid, and teaches nothing: a later record of the same bytes with
+    the second line no data line reads as ``data: `` + the first line alone, not JSON, an
+    error on both readings. A template learnt from the two lines read that record as the
+    chunk it would be on one line (a misreading, present since session 9), in the same
+    stream and, through ``_RECENT``, in the next one."""
+    records = OPENAI["openai_text.sse"].split(b"\n\n")
+    content = next(i for i, r in enumerate(records) if b'"content":"' in r and b"role" not in r)
+
+    def spread(record: bytes) -> bytes:  # the same data, over two data lines
+        cut = record.index(b'"usage"')
+        return record[:cut] + b"\ndata: " + record[cut:]
+
+    def raw(record: bytes) -> bytes:  # the same bytes, the second line no data line
+        cut = record.index(b'"usage"')
+        return record[:cut] + b"\n" + record[cut:]
+
+    assert raw(records[content + 1]).count(b"\n") == 1
+    taught, read = spread(records[content]), raw(records[content + 1])
+    stream = b"\n\n".join([*records[:content], taught, read, *records[content + 2 :]])
+    for _ in range(2):  # the second time, with whatever the first stream left in ``_RECENT``
+        _same("openai", [stream])
+        assert _outcome("openai", [stream], general=False)[-1][0] == "HTTPTransportError"
+    openai_module._RECENT.clear()
+    learnt = b"\n\n".join([*records[:content], spread(records[content]), *records[-3:]])
+    _outcome("openai", [learnt], general=False)  # a stream that teaches, then one that reads
+    later = b"\n\n".join([*records[:content], raw(records[content + 1]), *records[-3:]])
+    _same("openai", [later])

@@ -503,7 +503,15 @@ def _skippable(chunk: bytes) -> bytes:
 def _template(rest: bytes, chunk: dict[str, Any]) -> tuple[bytes, bytes, int | None] | None:
     """``(head, suffix, call)`` when ``chunk`` (parsed from ``{ + rest``) adds only a string —
     text (``call`` None) or call ``call``'s arguments — and ``rest`` is ``head + that string's
-    JSON + suffix``, proven to read any string there the same way (``_proven``)."""
+    JSON + suffix``, proven to read any string there the same way (``_proven``).
+
+    Only a ``rest`` without LF gives one: a run's record is read as ``data: `` + opening +
+    head + string + suffix on one line, so head and suffix must be on one line too. A chunk
+    whose data came over two ``data:`` lines holds an LF, and a later record written as its
+    bytes is two lines, the second no data line
+    (``test_an_openai_template_learnt_from_two_lines_is_not_read_from_one``)."""
+    if rest.find(b"\n") >= 0:
+        return None
     choices = chunk.get("choices")
     if type(choices) is not list or len(choices) != 1 or chunk.get("usage"):
         return None
