@@ -4,7 +4,11 @@ Load cannot move an instruction count, so this is the figure for telling two tre
 timings are noisy (docs/performance.md, "The per-model-call path, session 6"). Each figure is one
 ``valgrind --tool=callgrind`` process that runs a warm-up fan-out and then ``--runs`` measured
 ones; only the measured ones are counted (``--toggle-collect`` on ``functools.reduce``, which
-wraps them and nothing else). Two fan-outs are measured: N x K and N x 2K. The **average** is
+wraps them and nothing else: ``counted_reduce``). Callgrind's collection state is per thread, so
+every thread started inside the window — the durable writer's, the ``git`` watchers' — runs its
+whole life inside a ``reduce`` of its own and is counted too; the warm-up's threads are not.
+Each figure is given for all threads and for the main thread alone (the only one counted
+before session 12). Two fan-outs are measured: N x K and N x 2K. The **average** is
 the N x K count over its model calls; the **marginal** call is the difference over the extra
 calls, i.e. the per-call path alone (no child starts, ends or writes a record in it).
 
@@ -26,9 +30,54 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 HERE = Path(__file__).resolve().parent
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Instructions counted in one callgrind run: the main thread's (inside its ``reduce``) and
+    those of the threads started inside that window (``counted_reduce``)."""
+
+    main: int
+    threads: int
+
+    @property
+    def all(self) -> int:
+        return self.main + self.threads
+
+
+def counted_reduce(function: Callable[[T, U], T], items: Iterable[U], initial: T) -> T:
+    """``functools.reduce(function, items, initial)``, the counted window, with every thread
+    started inside it counted from its first Python step to its end (``under_callgrind``).
+
+    Callgrind toggles collection per thread: a thread's work is collected only while that
+    thread is inside a ``functools.reduce`` of its own. So while the window is open each new
+    thread runs its bootstrap inside one (a few hundred instructions per thread of its own);
+    threads started before it (the warm-up session's writer, if it were still alive) are not."""
+    original = threading.Thread._bootstrap  # type: ignore[attr-defined]
+
+    def bootstrap(thread: threading.Thread) -> None:
+        functools.reduce(_run_bootstrap, (thread,), original)
+
+    setattr(threading.Thread, "_bootstrap", bootstrap)  # noqa: B010 (a private method)
+    try:
+        return functools.reduce(function, items, initial)
+    finally:
+        setattr(threading.Thread, "_bootstrap", original)  # noqa: B010
+
+
+def _run_bootstrap(bootstrap: Callable[[threading.Thread], None], thread: threading.Thread) -> Any:
+    bootstrap(thread)
+    return bootstrap
 
 
 def measured(n: int, k: int, runs: int, durability: str) -> None:
@@ -57,18 +106,18 @@ def measured(n: int, k: int, runs: int, durability: str) -> None:
         ]
         prepared = {folder: bench.prepare(script, folder) for folder in folders}
         one(0, folders[0])
-        print("model calls", functools.reduce(one, folders[1:], 0), flush=True)
+        print("model calls", counted_reduce(one, folders[1:], 0), flush=True)
 
 
-def count(n: int, k: int, runs: int, durability: str) -> tuple[int, int]:
+def count(n: int, k: int, runs: int, durability: str) -> tuple[Counts, int]:
     """(instructions, model calls) of ``runs`` fan-outs of ``n`` x ``k``."""
     sizes = [f"--n={n}", f"--k={k}", f"--runs={runs}", f"--durability={durability}"]
     return counted([__file__, "--inside", *sizes])
 
 
-def counted(script: list[str]) -> tuple[int, int]:
+def counted(script: list[str]) -> tuple[Counts, int]:
     """(instructions, model calls) of ``python *script`` under callgrind, counting only inside
-    ``functools.reduce``; the script prints ``model calls N``."""
+    ``functools.reduce`` (``counted_reduce``); the script prints ``model calls N``."""
     instructions, stdout = under_callgrind(script)
     calls = re.search(r"model calls (\d+)", stdout)
     if calls is None:
@@ -76,26 +125,48 @@ def counted(script: list[str]) -> tuple[int, int]:
     return instructions, int(calls.group(1))
 
 
-def under_callgrind(script: list[str], *, out_file: str = "/dev/null") -> tuple[int, str]:
+def under_callgrind(script: list[str], *, keep: str | None = None) -> tuple[Counts, str]:
     """(instructions, stdout) of ``python *script`` under callgrind, collecting only inside
-    ``functools.reduce`` (what a measuring script wraps its counted runs in), with
-    ``PYTHONHASHSEED`` fixed so two runs of one tree agree closely; ``out_file`` keeps the
-    profile for ``callgrind_annotate``. Shared by every instruction-counting bench."""
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--collect-atstart=no",
-        "--toggle-collect=functools_reduce",
-        f"--callgrind-out-file={out_file}",
-        sys.executable,
-        *script,
-    ]
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    ``functools.reduce`` (what a measuring script wraps its counted runs in: ``counted_reduce``,
+    which puts the threads it starts inside one too), with ``PYTHONHASHSEED`` fixed so two runs
+    of one tree agree closely. Shared by every instruction-counting bench.
+
+    Each thread's profile is a file of its own (``--separate-threads``): the main thread's is
+    ``callgrind.out-01``, which ``keep`` (a folder) keeps for ``callgrind_annotate``."""
+    with tempfile.TemporaryDirectory(prefix="callgrind-") as scratch:
+        folder = Path(keep or scratch)
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--collect-atstart=no",
+            "--toggle-collect=functools_reduce",
+            "--separate-threads=yes",
+            f"--callgrind-out-file={folder / 'callgrind.out'}",
+            sys.executable,
+            *script,
+        ]
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+        per_thread = {
+            int(path.name.rpartition("-")[2]): _events(path)
+            for path in folder.glob("callgrind.out-*")
+        }
     refs = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-    if refs is None:
+    if refs is None or 1 not in per_thread:
         raise RuntimeError(f"no count in valgrind's output:\n{done.stderr[-2000:]}")
-    return int(refs.group(1).replace(",", "")), done.stdout
+    total = int(refs.group(1).replace(",", ""))
+    if total != sum(per_thread.values()):
+        raise RuntimeError(f"thread profiles {per_thread} do not add up to {total}")
+    return Counts(main=per_thread[1], threads=total - per_thread[1]), done.stdout
+
+
+def _events(profile: Path) -> int:
+    """The instructions a callgrind profile file counted (its ``summary:`` line)."""
+    with profile.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,11 +182,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     base, base_calls = count(args.n, args.k, args.runs, args.durability)
     more, more_calls = count(args.n, 2 * args.k, args.runs, args.durability)
-    marginal = (more - base) / (more_calls - base_calls)
+    extra = more_calls - base_calls
     print(
-        f"fanout {args.n}x{args.k} durability={args.durability}: "
-        f"{base / base_calls:,.0f} instructions per model call (average), "
-        f"{marginal:,.0f} per marginal call ({args.n}x{2 * args.k} minus {args.n}x{args.k})"
+        f"fanout {args.n}x{args.k} durability={args.durability}, all threads: "
+        f"{base.all / base_calls:,.0f} instructions per model call (average), "
+        f"{(more.all - base.all) / extra:,.0f} per marginal call "
+        f"({args.n}x{2 * args.k} minus {args.n}x{args.k}); main thread only: "
+        f"{base.main / base_calls:,.0f} / {(more.main - base.main) / extra:,.0f}; "
+        f"other threads (the durable writer, git watchers): "
+        f"{base.threads / base_calls:,.0f} / {(more.threads - base.threads) / extra:,.0f}"
     )
     return 0
 

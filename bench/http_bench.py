@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import gc
 import json
 import subprocess
@@ -41,7 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench import WORKER, NoteTool, bare_fanout, bench_dir
-from call_instructions import counted
+from call_instructions import counted, counted_reduce
 from replay_server import process_cpu_ns
 from subagents.agents.agent_tool import AgentTool
 from subagents.agents.definitions import load_definitions
@@ -426,7 +425,7 @@ def instructions_inside(provider: str, what: str, n: int, k: int, runs: int) -> 
 
         one(0, 0)
         gc.freeze()
-        print("model calls", functools.reduce(one, range(runs), 0), flush=True)
+        print("model calls", counted_reduce(one, range(runs), 0), flush=True)
     finally:
         server.close()
 
@@ -438,7 +437,8 @@ def instructions(provider: str, what: str, n: int, k: int, runs: int) -> str:
     total, model_calls = counted([*script, f"--n={n}", f"--k={k}", f"--runs={runs}"])
     return (
         f"{provider:9} {what:14} L= 0 ms  model calls={model_calls}  "
-        f"instructions per model call: {total / model_calls:,.0f}"
+        f"instructions per model call: {total.all / model_calls:,.0f} all threads, "
+        f"{total.main / model_calls:,.0f} main thread"
     )
 
 

@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     script += [f"--replies={args.replies}", f"--k={args.k}"] + (["--body"] if args.body else [])
     total, units = counted(script)
     what = "request body" if args.body else f"reply ({args.part})"
-    print(f"{args.provider:9} {what:16} instructions each: {total / units:,.0f}  ({units})")
+    # No thread runs here: all threads' count is the main thread's.
+    print(f"{args.provider:9} {what:16} instructions each: {total.all / units:,.0f}  ({units})")
     return 0
 
 

@@ -4,7 +4,8 @@ The fan-out of ``bench/cli_fanout.py`` (N ``general-purpose`` children, each K m
 K-1 of them a ``Read`` of a small file of its project) through ``Session`` in this process, so
 that callgrind sees the runtime and nothing of the CLI's start: a warm-up run, then ``--runs``
 counted ones (``call_instructions.counted``: only inside the ``functools.reduce`` that wraps
-them; each run's scripted model is loaded before, as the CLI loads it at start-up). The same
+them, and the threads started inside it; each run's scripted model is loaded before, as the CLI
+loads it at start-up). The same
 fan-out whose children call a tool that does not exist is the floor; the difference over the
 model calls is what the Reads add (docs/performance.md, "CLI fan-out through real tools",
 Sessions 8 and 9). Load cannot move these counts.
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import os
 import shutil
 import sys
@@ -35,6 +35,7 @@ def measured(tool: str, n: int, k: int, runs: int) -> None:
     """Inside valgrind: a warm-up fan-out, then ``runs`` counted ones; prints the model calls."""
     sys.path.insert(0, str(HERE))
     import cli_fanout
+    from call_instructions import counted_reduce
     from subagents import Session, SessionOptions
     from subagents.testing import ScriptedModel
 
@@ -63,7 +64,7 @@ def measured(tool: str, n: int, k: int, runs: int) -> None:
 
     try:
         one(0, 0)
-        print("model calls", functools.reduce(one, range(runs), 0), flush=True)
+        print("model calls", counted_reduce(one, range(runs), 0), flush=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -84,11 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [f"--n={args.n}", f"--k={args.k}", f"--runs={args.runs}"]
     read, calls = counted([__file__, "--inside=Read", *sizes])
     floor, floor_calls = counted([__file__, "--inside=NoSuchTool", *sizes])
-    print(
-        f"fan-out {args.n}x{args.k} general-purpose children: Read {read / calls:,.0f} "
-        f"instructions per model call, no tool {floor / floor_calls:,.0f}; "
-        f"the Reads add {read / calls - floor / floor_calls:,.0f} per model call"
-    )
+    for label, of in (("all threads", lambda c: c.all), ("main thread", lambda c: c.main)):
+        per_read, per_floor = of(read) / calls, of(floor) / floor_calls
+        print(
+            f"fan-out {args.n}x{args.k} general-purpose children, {label}: Read "
+            f"{per_read:,.0f} instructions per model call, no tool {per_floor:,.0f}; "
+            f"the Reads add {per_read - per_floor:,.0f} per model call"
+        )
     return 0
 
 

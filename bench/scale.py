@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import gc
 import json
 import os
@@ -284,25 +283,31 @@ def count_swarm_calls(n: int, k: int, latency_ms: int, runs: int = 1) -> dict[st
 
 def swarm_instructions(n: int, k: int, latency_ms: int) -> dict[str, Any]:
     """Callgrind instructions of one measured swarm (warm-up, import heap frozen and the
-    wall-time-decided work pinned off, as ``--pinned``), per child and per model call. Only the
-    measured run is counted (``--toggle-collect`` on ``functools.reduce``, which wraps it and
-    nothing else); ``PYTHONHASHSEED`` is fixed so two runs of one tree agree closely."""
+    wall-time-decided work pinned off, as ``--pinned``), per child and per model call, of all
+    threads and of the main thread alone. Only the measured run is counted (``--toggle-collect``
+    on ``functools.reduce``, which wraps it and the threads it starts: ``counted_reduce``);
+    ``PYTHONHASHSEED`` is fixed so two runs of one tree agree closely."""
     from call_instructions import under_callgrind
 
     script = [__file__, "swarm", "--inside-instructions", f"--n={n}", f"--k={k}"]
-    instructions, stdout = under_callgrind([*script, f"--latency={latency_ms}"])
+    counts, stdout = under_callgrind([*script, f"--latency={latency_ms}"])
     figures: dict[str, Any] = json.loads(stdout.splitlines()[-1])
+    calls = figures["model_calls"]
     return {
         "workload": "swarm",
         "children": n,
-        "model_calls": figures["model_calls"],
-        "instructions_per_child": round(instructions / n),
-        "instructions_per_model_call": round(instructions / figures["model_calls"]),
+        "model_calls": calls,
+        "instructions_per_child": round(counts.all / n),
+        "instructions_per_model_call": round(counts.all / calls),
+        "main_thread_instructions_per_child": round(counts.main / n),
+        "main_thread_instructions_per_model_call": round(counts.main / calls),
     }
 
 
 def measured_swarm(n: int, k: int, latency_ms: int) -> dict[str, Any]:
     """Inside valgrind (``swarm_instructions``): a warm-up, then one run under ``reduce``."""
+    from call_instructions import counted_reduce
+
     pin_wall_time_work()
     with run_folder("warm-") as tmp:
         asyncio.run(run_swarm(min(n, 50), k, latency_ms, tmp))
@@ -312,7 +317,7 @@ def measured_swarm(n: int, k: int, latency_ms: int) -> dict[str, Any]:
         with run_folder("scale-") as tmp:
             return asyncio.run(run_swarm(n, k, latency_ms, tmp))
 
-    figures: dict[str, Any] = functools.reduce(one, range(1), {})
+    figures: dict[str, Any] = counted_reduce(one, range(1), {})
     return figures
 
 

@@ -168,13 +168,13 @@ def measure(n: int, k: int, latency_ms: int, gc_off: bool, names: list[str]) -> 
     from call_instructions import under_callgrind
 
     with tempfile.TemporaryDirectory(prefix="swarm-parts-") as tmp:
-        out = f"{tmp}/callgrind.out"
         sizes = [f"--n={n}", f"--k={k}", f"--latency={latency_ms}"]
         options = [*(["--gc-off"] if gc_off else []), *(f"--part={name}" for name in names)]
-        total, stdout = under_callgrind([__file__, "--inside", *sizes, *options], out_file=out)
+        total, stdout = under_callgrind([__file__, "--inside", *sizes, *options], keep=tmp)
         figures = json.loads(stdout.splitlines()[-1])
+        # The parts are main-thread functions: the main thread's profile holds them.
         annotated = subprocess.run(
-            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", out],
+            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", f"{tmp}/callgrind.out-01"],
             capture_output=True,
             text=True,
             check=True,
@@ -189,7 +189,8 @@ def measure(n: int, k: int, latency_ms: int, gc_off: bool, names: list[str]) -> 
     return {
         "children": n,
         "model_calls": figures["model_calls"],
-        "instructions_per_child": round(total / n),
+        "instructions_per_child": round(total.all / n),
+        "main_thread_instructions_per_child": round(total.main / n),
         "parts_per_child": parts,
     }
 
