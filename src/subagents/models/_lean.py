@@ -117,7 +117,7 @@ class LeanEndpoint:
         await self.client.aclose()
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class LeanCall:
     """One streamed call over the lean transport (``stream`` or ``respond``).
 
@@ -296,15 +296,21 @@ class HTTPProvider:
         tools = body.get("tools")
         if tools is not None and self.wire_tools is not None:
             body["tools"] = self.wire_tools.fragment(tools)  # encoded once per tool list
-        return LeanCall(
-            endpoint=self._endpoint,
-            body=body,
-            assembler=self.assembler(),
-            model=self.name,
-            label=self.label,
-            status_message=self.status_message,
-            abort=request.abort,
-        )
+        # ``LeanCall(endpoint=..., ...)`` with every field set directly: one is made per
+        # model call, and a class called with keywords packs them into a dict and unpacks it
+        # for ``__init__`` (docs/performance.md, session 11).
+        call: LeanCall = _new(LeanCall)
+        call.endpoint = self._endpoint
+        call.body = body
+        call.assembler = self.assembler()
+        call.model = self.name
+        call.label = self.label
+        call.status_message = self.status_message
+        call.abort = request.abort
+        return call
+
+
+_new = object.__new__
 
 
 def string_run(run: list[bytes]) -> tuple[list[str], str] | None:

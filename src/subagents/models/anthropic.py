@@ -48,7 +48,7 @@ from subagents.models._sdk_support import (
     parse_tool_arguments,
 )
 from subagents.models._sse import parse_record
-from subagents.models.base import MessageDone, ModelError, ModelRequest
+from subagents.models.base import MessageDone, ModelError, ModelRequest, message_done
 from subagents.models.wire_tools import WireTools
 
 ANTHROPIC_API_VERSION = "2026-10-21"
@@ -205,6 +205,9 @@ def cached_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 USAGE_KEYS = tuple(Usage().to_dict())
+"""The counters ``_merge_usage`` keeps (``done`` sets each of them on a ``Usage``)."""
+
+_new = object.__new__
 
 
 _NO_RUN = b"\n\n"
@@ -429,12 +432,13 @@ class StreamAssembler:
             ],
         )
         message: Message = {"role": "assistant", "content": content}
-        return MessageDone(
-            message=message,
-            usage=Usage(**self.usage),
-            stop_reason=self.stop_reason,
-            model=model,
-        )
+        counters = self.usage
+        usage = _new(Usage)  # every field set: ``Usage(**counters)`` without the keyword call
+        usage.input_tokens = counters.get("input_tokens", 0)
+        usage.output_tokens = counters.get("output_tokens", 0)
+        usage.cache_creation_input_tokens = counters.get("cache_creation_input_tokens", 0)
+        usage.cache_read_input_tokens = counters.get("cache_read_input_tokens", 0)
+        return message_done(message, usage, self.stop_reason, model)
 
     def _apply_delta(self, index: int, delta: dict[str, Any]) -> str | None:
         kind = delta.get("type")
