@@ -298,3 +298,62 @@ def test_an_opening_that_cannot_be_proven_is_not_skipped(chunk: bytes) -> None:
     except Exception:  # an error chunk fails the call, as parsed whole
         pass
     assert not assembler.skip
+
+
+@pytest.mark.parametrize("name", ["openai_tool_call.sse", "openai_text.sse"])
+def test_a_first_chunk_that_does_nothing_is_read_by_its_bytes_as_when_parsed_whole(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream's first chunk (the role, no text) is looked up by its bytes after its own
+    opening once a stream has shown them to do nothing (``openai._learn_idle``). Only the
+    opening is parsed then; the next stream's opening (another id) and every corruption of
+    it or of the rest read as the whole chunk parsed does, errors included."""
+    openai_module._IDLE.clear()
+    chunks = _openai_chunks(name)
+    first, later = chunks[0], chunks[1:]
+    cut = first.find(b'"choices":')
+    opening, rest = first[:cut], first[cut:]
+    assert _fed(chunks, whole=False) == _fed(chunks, whole=True)
+    assert {rest} == openai_module._IDLE  # learnt from the first stream
+
+    parsed: list[bytes] = []
+    loads = orjson.loads
+
+    def counting(data: bytes | str) -> object:
+        parsed.append(bytes(data) if not isinstance(data, str) else data.encode())
+        return loads(data)
+
+    monkeypatch.setattr(orjson, "loads", counting)
+    other = opening.replace(b"chatcmpl-", b"chatcmpl-other-")
+    assert _fed([other + rest, *later], whole=False) == _fed(chunks, whole=True)
+    assert other + rest not in parsed  # looked up, not parsed whole
+    monkeypatch.setattr(orjson, "loads", loads)
+
+    openings = [
+        other,
+        opening[:-1] + b" ,",
+        opening[:-1],  # no comma: the rest is no member of the opening's object
+        opening[:1] + b" " + opening[1:],
+        b" " + opening,
+        opening.replace(b'"id"', b'"id', 1),
+        opening.replace(b'"created":', b'"created":0', 1),
+        opening + b'"usage":{"prompt_tokens":5},',  # a member this reads: not skippable
+        opening + b'"choices":[{"delta":{"content":"x"}}],',  # choices twice: the last counts
+        b'{"choices":[],' + opening[1:],
+        opening.replace(b"{", b"[", 1),
+        opening + b'"\xff":1,',
+        b"",
+    ]
+    rests = [
+        rest,
+        rest[:-1],
+        rest + b"x",
+        rest.replace(b'"content":""', b'"content":"x"'),
+        rest.replace(b"null", b"nul", 1),
+        rest.replace(b'"index":0', b'"index":1', 1),
+        b" " + rest,
+    ]
+    for head in openings:
+        for tail in rests:
+            stream = [head + tail, *later]
+            assert _fed(stream, whole=False) == _fed(stream, whole=True), head + tail

@@ -356,3 +356,42 @@ async def test_openai_finish_chunks_read_by_their_bytes_agree_stream_after_strea
         "content_filter",
         "max_tokens",
     ]
+
+
+async def test_openai_first_chunks_read_by_their_bytes_agree_stream_after_stream(
+    wire_server: WireServer,
+) -> None:
+    """A first chunk that does nothing (the role) is looked up by its bytes after its own
+    proven opening once one has been parsed (``openai._learn_idle``): each stream's id, a
+    first chunk carrying text, usage or another member, and an opening that changes after
+    the first chunk read as the SDK reads them, one after another (a first chunk that is not
+    JSON: ``test_a_first_chunk_that_does_nothing_is_read_by_its_bytes_as_when_parsed_whole``;
+    the SDK raises its ``json`` error raw)."""
+    body = (RECORDED / "openai_text.sse").read_bytes()
+    stream_id = b"chatcmpl-C9kqX4p2nLw8YbTgZr1H"
+    role = b'"delta":{"role":"assistant","content":"","refusal":null}'
+    assert body.count(stream_id) > 3 and body.count(role) == 1
+    first_end = body.index(b"\n\n")
+
+    def first(new: bytes) -> bytes:  # the first chunk's rest changed
+        return body[:first_end].replace(role, new) + body[first_end:]
+
+    variants = [
+        body,  # learnt
+        body.replace(stream_id, b"chatcmpl-second"),  # looked up after another opening
+        first(b'"delta":{"role":"assistant","content":"Hi, ","refusal":null}'),
+        body.replace(stream_id, b"chatcmpl-third", 1),  # the opening changes after it
+        first(role + b',"usage":null'),
+        body[:first_end].replace(b'"usage":null}', b'"usage":{"prompt_tokens":3}}')
+        + body[first_end:],
+        first(role.replace(b'"content":""', b'"content":null')),
+        body.replace(stream_id, b"chatcmpl-fourth"),
+    ]
+    seen = []
+    for variant in variants:
+        sdk, lean = await both(
+            wire_server, Reply(sse=variant), _openai_build(wire_server), request()
+        )
+        assert lean == sdk
+        seen.append(lean[0])
+    assert seen == ["done"] * len(variants)

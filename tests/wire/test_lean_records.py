@@ -160,6 +160,7 @@ def test_the_fast_readings_are_taken() -> None:
     assert len(anthropic.parsed) == 3  # the message's start and delta, the tool's start
     openai_module._RECENT.clear()
     openai_module._FINISHES.clear()
+    openai_module._IDLE.clear()
     openai = _CountingOpenAI()
     openai.feed_records(_sse.SSEDecoder().records(OPENAI["worker note"]))
     assert openai.runs == [7, 3]  # each run's first chunk parsed, and learnt from

@@ -332,14 +332,16 @@ class ChunkAssembler:
                 except orjson.JSONDecodeError:
                     chunk = orjson.loads(data)  # raises as the whole chunk would
             else:
-                chunk = orjson.loads(data)
                 if skip is None:  # the first chunk: is its opening provably skippable?
-                    self.skip = _skippable(data)
-                    if self.skip and self.skip.find(b"\n") < 0:
-                        # One line: a record that opens with ``data: `` + it is that line's
-                        # data (an LF would end the line there, and the rest is no data).
-                        self.opening = b"data: " + self.skip
-                        self._use(None, _RECENT.get(None))  # the text's last template
+                    skip = self._prove_opening(data)
+                    if skip and data[len(skip) :] in _IDLE:
+                        return  # what its parse would do: nothing (``_learn_idle``)
+                    if skip:
+                        rest = data[len(skip) :]
+                chunk = orjson.loads(data)
+                if rest is not None:
+                    _learn_idle(rest, chunk)
+                    rest = None  # parsed whole: nothing else is learnt from it
         except orjson.JSONDecodeError:
             raise not_json(data) from None
         if type(chunk) is dict and chunk.get("error"):
@@ -350,6 +352,17 @@ class ChunkAssembler:
             shown.append(text)
         if rest is not None and not _learn_finish(rest, chunk):
             self._learn(rest, chunk, started=len(self.calls) != calls)
+
+    def _prove_opening(self, data: bytes) -> bytes:
+        """The first chunk's opening, proven skippable (``_skippable``) or b"", now ``skip``;
+        the record opening when it is one line, and the text's last template for runs."""
+        skip = self.skip = _skippable(data)
+        if skip and skip.find(b"\n") < 0:
+            # One line: a record that opens with ``data: `` + it is that line's data (an LF
+            # would end the line there, and the rest is no data).
+            self.opening = b"data: " + skip
+            self._use(None, _RECENT.get(None))  # the text's last template
+        return skip
 
     def _learn(self, rest: bytes, chunk: dict[str, Any], *, started: bool) -> None:
         """Make ``chunk`` (``skip + rest``) the run template if it only adds a string: text,
@@ -597,6 +610,35 @@ def _learn_finish(rest: bytes, chunk: dict[str, Any]) -> bool:
     return True
 
 
+def _learn_idle(rest: bytes, chunk: Any) -> None:
+    """Remember ``rest`` (a first chunk's bytes after its proven opening, ``chunk`` the whole
+    chunk's parse) when ``feed`` does nothing with it and it carries no error: no usage, one
+    choice with index 0, no finish reason, a delta adding no text and no call. Servers open
+    every stream with such a chunk (``"choices":[{"index":0,"delta":{"role":"assistant",
+    "content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}`` after
+    an opening that differs per stream: its id), so the next stream's is looked up by those
+    bytes once its own opening is proven, and not parsed: with the opening proven, the chunk
+    is valid exactly when ``{`` + its rest is and reads what that reads (``_skippable``), and
+    these bytes did parse, and did nothing. (The look-up is of the data, not of the record's
+    bytes, so an LF in it changes nothing.)"""
+    if type(chunk) is not dict or chunk.get("usage") or chunk.get("error"):
+        return
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1:
+        return
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("index", 0) != 0 or choice.get("finish_reason"):
+        return
+    delta = choice.get("delta")
+    if type(delta) is not dict or delta.get("content") or delta.get("tool_calls"):
+        return
+    if len(_IDLE) >= 64:
+        _IDLE.clear()
+    _IDLE.add(rest)
+
+
+_IDLE: set[bytes] = set()
+"""First chunks' bytes after the opening that do nothing (``_learn_idle``)."""
 _FINISHES: dict[bytes, Any] = {}
 """Finish-only chunks' bytes after the opening, and their finish reason (``_learn_finish``)."""
 _PROVEN: set[tuple[bytes, bytes]] = set()
