@@ -310,3 +310,77 @@ async def test_a_lone_call_runs_without_its_concurrency_question(tmp_path: Path)
     assert results[4].get("is_error") and "No such tool available: Missing" in str(
         results[4]["content"]
     )
+
+
+async def test_a_results_message_is_counted_as_message_chars_counts_it(tmp_path: Path) -> None:
+    """The running token count grows by a tool-results message's characters / 4, counted as
+    its blocks are taken (the results, then the reminders riding along): the figure an
+    automatic compaction reports as ``tokens_before`` is the plain ``message_chars`` of the
+    message the model was sent, after the call's usage."""
+    from subagents import RuntimeConfig
+    from subagents.events import CompactionEvent
+    from subagents.loop.history_trim import message_chars
+    from subagents.store.transcript import read_records
+
+    (tmp_path / "seen.txt").write_text("x")
+    used = {"input_tokens": 20, "output_tokens": 10}
+    script = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "Agent",
+                                "input": {
+                                    "description": "check",
+                                    "prompt": "check the work",
+                                    "subagent_type": "verification",
+                                },
+                            }
+                        ],
+                        "usage": used,
+                    },
+                    {"text": "ok", "usage": used},
+                ],
+            },
+            {
+                "agent_type": "verification",
+                "turns": [
+                    {
+                        "tool_calls": [{"name": "Glob", "input": {"pattern": "*.txt"}}],
+                        "usage": used,
+                    },
+                    {"text": "VERDICT: PASS", "usage": used},
+                ],
+            },
+            {"agent_type": "compact", "turns": [{"text": "SUMMARY"}]},
+        ]
+    }
+    model = ScriptedModel.from_dict(script)
+    events: list[Event] = []
+    opts = SessionOptions(
+        model=model,
+        cwd=tmp_path,
+        home=tmp_path / "home",
+        load_settings=False,
+        config=RuntimeConfig(autocompact_tokens=1),  # every agent compacts after its first turn
+    )
+    result = await Session(opts).run("go", on_event=events.append)
+    assert result.result == "ok"
+    (child,) = [r for r in result.agents if r.ref.agent_type == "verification"]
+    compactions = {e.agent.agent_id: e for e in events if isinstance(e, CompactionEvent)}
+    # The message as sent and written: the transcript keeps it after the compaction.
+    assert child.transcript_path is not None
+    results = next(
+        r["message"]
+        for r in read_records(child.transcript_path)
+        if r["type"] == "message"
+        and r["message"]["role"] == "user"
+        and any(b["type"] == "tool_result" for b in r["message"]["content"])
+    )
+    texts = [b.get("text", "") for b in results["content"]]
+    assert any("verification-only task" in text for text in texts)  # a reminder rides along
+    expected = used["input_tokens"] + used["output_tokens"] + message_chars(results) // 4
+    assert compactions[child.ref.agent_id].tokens_before == expected

@@ -39,14 +39,19 @@ def message_chars(message: Message) -> int:
     content = message["content"]
     if isinstance(content, str):
         return len(content)
+    return blocks_chars(content)
+
+
+def blocks_chars(blocks: Iterable[ContentBlock]) -> int:
+    """``message_chars`` of a message made of ``blocks``."""
     total = 0
-    for block in content:
+    for block in blocks:
         kind = block["type"]
         if kind == "text":
             total += len(block["text"])  # type: ignore[typeddict-item]
         elif kind == "tool_result":
             inner = block["content"]  # type: ignore[typeddict-item]
-            total += len(inner) if isinstance(inner, str) else _parts_chars(inner)
+            total += len(inner) if isinstance(inner, str) else parts_chars(inner)
         elif kind == "tool_use":
             total += len(block["name"]) + len(dumps(block["input"]))  # type: ignore[typeddict-item]
         elif kind == "thinking":
@@ -54,7 +59,8 @@ def message_chars(message: Message) -> int:
     return total
 
 
-def _parts_chars(parts: Iterable[object]) -> int:
+def parts_chars(parts: Iterable[object]) -> int:
+    """Characters of a tool result given as parts (its text parts; an image counts none)."""
     total = 0
     for part in parts:
         if isinstance(part, dict) and isinstance(part.get("text"), str):

@@ -33,7 +33,13 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 from subagents.events import AssistantEvent, SystemEvent, ToolResultsEvent, discard
 from subagents.loop.compaction import CompactionPolicy, Compactor
-from subagents.loop.history_trim import CHARS_PER_TOKEN, history_tokens, message_chars
+from subagents.loop.history_trim import (
+    CHARS_PER_TOKEN,
+    blocks_chars,
+    history_tokens,
+    message_chars,
+    parts_chars,
+)
 from subagents.loop.inbox import Inbox
 from subagents.loop.log import MessageLog
 from subagents.loop.scheduling import (
@@ -436,12 +442,20 @@ class _Loop:
         return reminders() if reminders is not None else []
 
     def _record_tool_results(self, turn: TurnResults) -> None:
+        """The turn's results as the next user message: appended, counted and logged (what
+        ``_append`` does, inlined with ``message_chars``: a result's characters are counted as
+        its block is taken, once per turn)."""
         blocks: list[ContentBlock] = []
-        kept = self.stats.call_outputs
+        chars = 0
+        stats = self.stats
+        kept = stats.call_outputs
         for result in turn.results:  # ``turn.completed()``, inlined: once per turn
             if result is None:
                 continue
-            blocks.append(result.block)
+            block = result.block
+            blocks.append(block)
+            inner = block["content"]
+            chars += len(inner) if isinstance(inner, str) else parts_chars(inner)
             output = result.output
             if output is not None and output.metadata:
                 kept.append(result)
@@ -449,11 +463,21 @@ class _Loop:
         inbox, reminders = spec.inbox, spec.reminders
         if inbox is not None and inbox.queued():
             # Input that arrived during the turn rides along with its tool results.
-            blocks += self._inbox_blocks()
-        if reminders is not None:
-            blocks += reminders()
+            extra = self._inbox_blocks()
+            if reminders is not None:
+                extra += reminders()
+        elif reminders is not None:
+            extra = reminders()
+        else:
+            extra = []
+        if extra:
+            chars += blocks_chars(extra)
+            blocks += extra
         message: Message = {"role": "user", "content": blocks}
-        self._append(message)
+        spec.messages.append(message)
+        stats.context_tokens += chars // CHARS_PER_TOKEN
+        if spec.log is not None:
+            spec.log.append(message)
         if self.ctx.emit is not discard:
             results = turn.completed()
             outputs = [r.output.metadata if r.output is not None else None for r in results]
