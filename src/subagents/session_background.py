@@ -46,6 +46,7 @@ class BackgroundParts:
         await self.children.drain_writes()
         if self.children.records is not None:
             await self.children.records.drain()
+            self.children.records.close()
         # Drained: the writer thread is idle, so closing it is a wake-up and a join, not a
         # wait on the disk; no executor thread is started for it.
         self.writer.close()

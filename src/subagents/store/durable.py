@@ -191,6 +191,11 @@ class DurableRecords:
             await asyncio.wait(set(self._inflight))
         await self.writer.drain()
 
+    def close(self) -> None:
+        """Release the commit pipeline's wake-up descriptor (after ``drain``, on the loop)."""
+        if self._pipeline is not None:
+            self._pipeline.close()
+
     # -- queueing and handing over ------------------------------------------------------------
 
     def _own(self, write: OwnedWrite) -> Written:
@@ -244,6 +249,8 @@ class DurableRecords:
         which costs far more than the work itself."""
         batch = self._batch_future(loop)
         if self._pipeline is None or self._pipeline.loop is not loop:
+            if self._pipeline is not None:
+                self._pipeline.close()  # of a loop this session has left (its descriptor)
             self._pipeline = CommitPipeline(writer=self.writer, loop=loop)
         self._pipeline.add(commit, lambda done: _settle_owned(done, writes, futures, batch))
 

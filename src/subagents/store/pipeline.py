@@ -16,13 +16,22 @@ skips the rounds altogether: it is published as soon as it is added.
 Order is kept: commits are published in the order they were staged (a round publishes only what
 was staged before it started), so a child's terminal record can never be overtaken by its start
 record. A commit is *done* — its callback runs — once its renames are durable.
+
+The end of a round comes back to the loop through a wake-up of the pipeline's own (``_Wake``,
+Linux): an ``eventfd`` the writer thread writes *with the GIL held* and a reader of the loop's.
+``loop.call_soon_threadsafe`` sends its wake-up with the GIL released, and taking it back
+behind the busy loop was a third GIL hand-off per round for a thread that only goes back to
+sleep (docs/performance.md, session 12). The descriptor is made at the first round and closed
+by ``close`` (``DurableRecords.close``), or once nothing can write to it any more.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import functools
 import logging
+import os
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -47,6 +56,11 @@ class CommitPipeline:
     _renamed: list[tuple[OwnerCommit, Done]] = field(default_factory=list)
     """Published (renamed), waiting for the renames to be synced."""
     _round: asyncio.Future[None] | None = None
+    _wake: _Wake | None = None
+    """The round's way back to the loop; None until the first round (or where there is none:
+    then ``call_soon_threadsafe``)."""
+    _closed: bool = False
+    """No wake-up is made any more: ``close`` was called, or none could be made here."""
 
     def add(self, commit: OwnerCommit, done: Done) -> None:
         """Take a freshly staged commit; ``done(commit)`` runs on the loop when it is durable
@@ -66,31 +80,43 @@ class CommitPipeline:
         while self._round is not None:
             await asyncio.shield(self._round)
 
+    def close(self) -> None:
+        """Release the wake-up descriptor (on the loop's thread, after ``drain``). A round still
+        in flight keeps it until it ends; a commit added later goes through
+        ``call_soon_threadsafe``."""
+        self._closed = True
+        if self._round is None:
+            self._release_wake()
+
     def _start_round(self) -> None:
         if self._round is not None or not (self._fresh or self._renamed):
             return
         fresh, renamed = self._fresh, self._renamed
         self._fresh, self._renamed = [], []
         self._round = self.loop.create_future()
+        if self._wake is None and not self._closed:
+            self._wake = _Wake.open(self.loop, self)
+            self._closed = self._wake is None  # none here: do not try again each round
+        wake = self._wake
         job = [c for c, _ in fresh], [c for c, _ in renamed]
         try:
+            if wake is not None:
+                self.writer.submit(_sync_and_wake, wake, fresh, renamed, *job)
+                return
             synced = self.writer.submit(sync_round, *job)
         except RuntimeError as exc:  # the writer is closed: the session is going away
-            synced = concurrent.futures.Future()
-            synced.set_exception(exc)
-            self._end_round(fresh, renamed, synced)
+            self._end_round(fresh, renamed, exc)
             return
         synced.add_done_callback(
-            lambda f: self.loop.call_soon_threadsafe(self._end_round, fresh, renamed, f)
+            lambda f: self.loop.call_soon_threadsafe(self._end_round, fresh, renamed, f.exception())
         )
 
     def _end_round(
         self,
         fresh: list[tuple[OwnerCommit, Done]],
         renamed: list[tuple[OwnerCommit, Done]],
-        synced: concurrent.futures.Future[None],
+        error: BaseException | None,
     ) -> None:
-        error = synced.exception()
         if error is not None:
             log.error("durable sync failed: %s", error)
         for commit, done in renamed:
@@ -102,8 +128,122 @@ class CommitPipeline:
             self._renamed.append((commit, done))
         round_, self._round = self._round, None
         self._start_round()
+        if self._round is None and self._closed:
+            self._release_wake()
         if round_ is not None and not round_.done():
             round_.set_result(None)
+
+    def _release_wake(self) -> None:
+        wake, self._wake = self._wake, None
+        if wake is not None:
+            wake.close()
+
+
+Round = tuple[list[tuple[OwnerCommit, Done]], list[tuple[OwnerCommit, Done]], BaseException | None]
+"""A finished round on its way back to the loop: its fresh and renamed commits, and the sync's
+error."""
+
+
+def _sync_and_wake(
+    wake: _Wake,
+    fresh: list[tuple[OwnerCommit, Done]],
+    renamed: list[tuple[OwnerCommit, Done]],
+    fresh_commits: Sequence[OwnerCommit],
+    renamed_commits: Sequence[OwnerCommit],
+) -> None:
+    """On the writer thread: the round's syncs, then its end handed to the loop."""
+    try:
+        sync_round(fresh_commits, renamed_commits)
+    except BaseException as exc:  # the loop reports it; an interrupt still stops the thread
+        wake.send((fresh, renamed, exc))
+        if not isinstance(exc, Exception):
+            raise
+    else:
+        wake.send((fresh, renamed, None))
+
+
+class _Wake:
+    """A finished round's way from the writer thread to its pipeline on the loop: an
+    ``eventfd`` written with the GIL held (``ctypes.PyDLL``: ``os.write`` would release it, and
+    the thread would then have to take it back from the busy loop only to go back to sleep),
+    read by a reader of the loop's, which ends the round there.
+
+    At most one round is in flight per pipeline, so one slot carries it. The loop's reader holds
+    the pipeline, as the old ``call_soon_threadsafe`` callbacks did while a round ran. The
+    descriptor is closed by ``close``, or else when nothing can write to it any more (this
+    object collected: no pipeline, reader or queued round holds it)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, notify: Callable[[int], object]):
+        self._loop = loop
+        self._fd = fd
+        self._notify = notify
+        self._pending: Round | None = None
+        self._close_fd = weakref.finalize(self, os.close, fd)  # runs once, whichever comes first
+
+    @classmethod
+    def open(cls, loop: asyncio.AbstractEventLoop, pipeline: CommitPipeline) -> _Wake | None:
+        """A wake-up registered with ``loop`` for ``pipeline``, or None where there is none
+        (no ``eventfd`` or no PyDLL ``write``; a loop without ``add_reader``; no descriptor
+        left: ``call_soon_threadsafe`` needs none)."""
+        notify = _eventfd_notify()
+        if notify is None:
+            return None
+        try:
+            fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        except OSError:
+            return None
+        wake = cls(loop, fd, notify)
+        try:
+            loop.add_reader(wake._fd, wake._on_readable, pipeline)
+        except (NotImplementedError, RuntimeError):  # a proactor loop, or a closed one
+            wake._close_fd()
+            return None
+        return wake
+
+    def send(self, finished: Round) -> None:
+        """On the writer thread: hand ``finished`` over and wake the loop, GIL held."""
+        self._pending = finished
+        self._notify(self._fd)
+
+    def _on_readable(self, pipeline: CommitPipeline) -> None:
+        try:
+            os.eventfd_read(self._fd)
+        except BlockingIOError:
+            return
+        finished, self._pending = self._pending, None
+        if finished is not None:
+            pipeline._end_round(*finished)
+
+    def close(self) -> None:
+        """Unregister and close the descriptor (on the loop's thread)."""
+        if self._close_fd.alive and not self._loop.is_closed():
+            self._loop.remove_reader(self._fd)
+        self._close_fd()
+
+
+@functools.cache
+def _eventfd_notify() -> Callable[[int], object] | None:
+    """``notify(fd)``: add 1 to the eventfd ``fd`` with libc's ``write``, the GIL held; None
+    where there is no ``eventfd`` (Linux only) or no such ``write``."""
+    if not hasattr(os, "eventfd"):
+        return None
+    import ctypes  # at the first round, not at import
+
+    try:
+        write = ctypes.PyDLL(None).write
+    except (OSError, AttributeError):
+        return None
+    write.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+    write.restype = ctypes.c_ssize_t
+    one = ctypes.c_uint64(1)
+    address = ctypes.addressof(one)
+
+    def notify(fd: int, _keep: object = one) -> object:
+        # A (non-blocking) eventfd write fails only when the counter would pass 2**64 - 2:
+        # never here, as the loop reads it back to 0 before the next round is submitted.
+        return write(fd, address, 8)
+
+    return notify
 
 
 def sync_round(fresh: Sequence[OwnerCommit], renamed: Sequence[OwnerCommit]) -> None:

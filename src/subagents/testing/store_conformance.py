@@ -392,6 +392,7 @@ async def _session_writes(store: Store, records: list[SidecarRecord]) -> None:
         await asyncio.gather(done, killed)
         await durable.drain()
     finally:
+        durable.close()
         writer.close()
 
 
