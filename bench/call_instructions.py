@@ -16,7 +16,13 @@ calls, i.e. the per-call path alone (no child starts, ends or writes a record in
     PYTHONPATH=/other/tree/src python bench/call_instructions.py
 
 ``--durability off`` turns transcripts and sidecars off (``transcripts`` keeps transcripts).
-Needs valgrind; about a minute per figure on a quiet machine.
+``--part module:Class.method`` (up to eight, plain functions only) also gives each part's
+inclusive instructions per model call, average and marginal (main thread): each is wrapped in a
+C function of its own, as ``swarm_parts.py`` does. A wrapper adds ~2-2.5 k per call to its
+part, and wrapped parts nested in one another inflate each other: count nested parts in
+separate runs. Needs valgrind; about a minute per figure on a quiet machine.
+
+    python bench/call_instructions.py --part subagents.loop.query:_Loop._record_tool_results
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import json
 import os
 import re
 import subprocess
@@ -80,10 +87,15 @@ def _run_bootstrap(bootstrap: Callable[[threading.Thread], None], thread: thread
     return bootstrap
 
 
-def measured(n: int, k: int, runs: int, durability: str) -> None:
-    """Inside valgrind: a warm-up fan-out, then ``runs`` counted ones; prints the model calls."""
+def measured(n: int, k: int, runs: int, durability: str, parts: list[str]) -> None:
+    """Inside valgrind: a warm-up fan-out, then ``runs`` counted ones; prints the model calls
+    (and the wrapped parts' C functions)."""
     sys.path.insert(0, str(HERE))
     import bench
+    from swarm_parts import wrap_parts
+
+    if parts:
+        print("parts", json.dumps(wrap_parts(parts)), flush=True)
 
     bench.durability = durability
     script, _, config = bench.workload_of("fanout", 0, n, k)
@@ -113,6 +125,25 @@ def count(n: int, k: int, runs: int, durability: str) -> tuple[Counts, int]:
     """(instructions, model calls) of ``runs`` fan-outs of ``n`` x ``k``."""
     sizes = [f"--n={n}", f"--k={k}", f"--runs={runs}", f"--durability={durability}"]
     return counted([__file__, "--inside", *sizes])
+
+
+def count_parts(
+    n: int, k: int, runs: int, durability: str, parts: list[str]
+) -> tuple[Counts, int, dict[str, int]]:
+    """``count``, and each part's inclusive instructions (by ``--part`` name, main thread)."""
+    from swarm_parts import inclusive_counts
+
+    sizes = [f"--n={n}", f"--k={k}", f"--runs={runs}", f"--durability={durability}"]
+    with tempfile.TemporaryDirectory(prefix="call-parts-") as tmp:
+        script = [__file__, "--inside", *sizes, *(f"--part={part}" for part in parts)]
+        instructions, stdout = under_callgrind(script, keep=tmp)
+        inclusive = inclusive_counts(f"{tmp}/callgrind.out-01")
+    calls = re.search(r"model calls (\d+)", stdout)
+    named = re.search(r"^parts (.*)$", stdout, re.MULTILINE)
+    if calls is None or named is None:
+        raise RuntimeError(f"no model call count or parts in the output:\n{stdout[-2000:]}")
+    symbols = dict(json.loads(named.group(1)))
+    return instructions, int(calls.group(1)), {p: inclusive.get(symbols[p], 0) for p in parts}
 
 
 def counted(script: list[str]) -> tuple[Counts, int]:
@@ -175,11 +206,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--durability", choices=("full", "transcripts", "off"), default="full")
+    parser.add_argument(
+        "--part",
+        action="append",
+        default=[],
+        help="module:function or module:Class.method whose instructions to count too",
+    )
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.inside:
-        measured(args.n, args.k, args.runs, args.durability)
+        measured(args.n, args.k, args.runs, args.durability, args.part)
         return 0
+    if args.part:
+        return print_parts(args.n, args.k, args.runs, args.durability, args.part)
     base, base_calls = count(args.n, args.k, args.runs, args.durability)
     more, more_calls = count(args.n, 2 * args.k, args.runs, args.durability)
     extra = more_calls - base_calls
@@ -192,6 +231,21 @@ def main(argv: list[str] | None = None) -> int:
         f"other threads (the durable writer, git watchers): "
         f"{base.threads / base_calls:,.0f} / {(more.threads - base.threads) / extra:,.0f}"
     )
+    return 0
+
+
+def print_parts(n: int, k: int, runs: int, durability: str, parts: list[str]) -> int:
+    base, base_calls, base_parts = count_parts(n, k, runs, durability, parts)
+    more, more_calls, more_parts = count_parts(n, 2 * k, runs, durability, parts)
+    extra = more_calls - base_calls
+    print(
+        f"fanout {n}x{k} durability={durability}, main thread, with the parts wrapped: "
+        f"{base.main / base_calls:,.0f} average, {(more.main - base.main) / extra:,.0f} marginal"
+    )
+    for part in parts:
+        average = base_parts[part] / base_calls
+        marginal = (more_parts[part] - base_parts[part]) / extra
+        print(f"  {part}: {average:,.0f} average, {marginal:,.0f} marginal")
     return 0
 
 

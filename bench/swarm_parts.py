@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import itertools
 import json
 import operator
@@ -142,13 +143,17 @@ def wrap_parts(names: list[str]) -> list[tuple[str, str]]:
         raise SystemExit(f"at most {len(WRAPPERS)} parts per run")
     for (label, owner, attribute), (symbol, caller) in zip(parts, WRAPPERS, strict=False):
         original = getattr(owner, attribute)
+        if inspect.iscoroutinefunction(original):
+            # The wrapper would count the coroutine's creation, not its run.
+            raise SystemExit(f"{label}: a coroutine function cannot be counted this way")
 
         def wrapped(
             *args: Any, __original: Any = original, __caller: Caller = caller, **kwargs: Any
         ) -> Any:
             return __caller(lambda: __original(*args, **kwargs))
 
-        setattr(owner, attribute, wrapped)
+        static = isinstance(inspect.getattr_static(owner, attribute), staticmethod)
+        setattr(owner, attribute, staticmethod(wrapped) if static else wrapped)
         named.append((label, symbol))
     return named
 
@@ -164,6 +169,24 @@ def inside(n: int, k: int, latency_ms: int, gc_off: bool, names: list[str]) -> N
     print(json.dumps({"model_calls": figures["model_calls"], "parts": named}))
 
 
+def inclusive_counts(profile: str) -> dict[str, int]:
+    """Each C function's inclusive instructions in a callgrind profile (the wrappers' symbols
+    among them)."""
+    annotated = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", profile],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    inclusive: dict[str, int] = {}
+    for line in annotated.splitlines():
+        match = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+\S*:(\S+)", line)
+        if match:
+            name = match.group(2).split("'")[0]
+            inclusive.setdefault(name, int(match.group(1).replace(",", "")))
+    return inclusive
+
+
 def measure(n: int, k: int, latency_ms: int, gc_off: bool, names: list[str]) -> dict[str, Any]:
     from call_instructions import under_callgrind
 
@@ -173,18 +196,7 @@ def measure(n: int, k: int, latency_ms: int, gc_off: bool, names: list[str]) -> 
         total, stdout = under_callgrind([__file__, "--inside", *sizes, *options], keep=tmp)
         figures = json.loads(stdout.splitlines()[-1])
         # The parts are main-thread functions: the main thread's profile holds them.
-        annotated = subprocess.run(
-            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", f"{tmp}/callgrind.out-01"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    inclusive: dict[str, int] = {}
-    for line in annotated.splitlines():
-        match = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+\S*:(\S+)", line)
-        if match:
-            name = match.group(2).split("'")[0]
-            inclusive.setdefault(name, int(match.group(1).replace(",", "")))
+        inclusive = inclusive_counts(f"{tmp}/callgrind.out-01")
     parts = {label: round(inclusive.get(symbol, 0) / n) for label, symbol in figures["parts"]}
     return {
         "children": n,
