@@ -27,6 +27,7 @@ from subagents.agents.tasks import TaskState
 from subagents.frozen import new_frozen
 from subagents.store.durable import DurableRecords, Written
 from subagents.store.process_identity import ProcessIdentity
+from subagents.store.record_encoding import RunningTemplate
 from subagents.store.records import (
     NO_RESULT,
     NO_STATS,
@@ -45,15 +46,56 @@ if TYPE_CHECKING:
 
 
 def started(records: DurableRecords, job: AgentJob, state: TaskState) -> None:
+    config = records.config_from(_snapshot_parts(job), lambda: config_snapshot(job))
+    run = job.frame.run
+    ref = run.ref
+    template = (
+        records.running_template(ref.agent_type, ref.parent_agent_id, run.is_background, config)
+        if job.worktree is None
+        else None
+    )
+    if template is not None:
+        values = from_template(template, job, state)
+        record: SidecarRecord = new_frozen(SidecarRecord, values)
+        records.started(record, template.encode(values))
+        return
     record = build_record(
         job,
         state,
         session_id=records.session_id,
         project_path=records.project_path,
         identity=records.identity,
-        config=records.config_from(_snapshot_parts(job), lambda: config_snapshot(job)),
+        config=config,
     )
     records.started(record)
+
+
+def from_template(template: RunningTemplate, job: AgentJob, state: TaskState) -> dict[str, Any]:
+    """``build_record``'s values, from the fields siblings share (``template.values``, copied)
+    and the child's own: one dict copy and nine stores instead of a 26-key dict built, and the
+    bytes from the template's pre-encoded runs (``RunningTemplate.encode``). The test
+    (``tests/test_running_template.py``) compares record and bytes with ``build_record``'s."""
+    run = job.frame.run
+    agent_id = run.ref.agent_id
+    transcript = job.transcript
+    now = time.time()
+    values = template.values.copy()  # every field, in field order: the record's own dict
+    values["agent_id"] = agent_id
+    values["description"] = run.description
+    values["prompt"] = run.prompt
+    values["tool_use_id"] = run.tool_use_id
+    values["lineage"] = new_frozen(
+        Lineage,
+        {
+            "root_agent_id": run.root_agent_id or agent_id,
+            "resumed_from": run.resumed_from,
+            "resume_depth": run.resume_depth,
+        },
+    )
+    values["created_at"] = values["last_active_at"] = now
+    values["output_path"] = state.output_file
+    values["transcript_path"] = str(transcript) if transcript else None
+    return values
 
 
 def _snapshot_parts(job: AgentJob) -> tuple[object, ...]:

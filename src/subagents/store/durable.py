@@ -43,7 +43,15 @@ from subagents.store.capabilities import (
 from subagents.store.pipeline import CommitPipeline
 from subagents.store.process_identity import ProcessIdentity, current_identity
 from subagents.store.protocol import Store
-from subagents.store.records import ConfigSnapshot, SidecarRecord, apply_changes
+from subagents.store.record_encoding import RunningTemplate
+from subagents.store.records import (
+    NO_RESULT,
+    NO_STATS,
+    SCHEMA_VERSION,
+    ConfigSnapshot,
+    SidecarRecord,
+    apply_changes,
+)
 from subagents.store.writer import DurableWriter
 
 log = logging.getLogger(__name__)
@@ -105,6 +113,9 @@ class DurableRecords:
     )
     """``config_from``'s snapshots by the ids of what they were built from (which each entry
     keeps, so an id is never reused while its entry lives), at most ``SHARED_CONFIGS``."""
+    _templates: dict[tuple[object, ...], RunningTemplate] = field(default_factory=dict)
+    """``running_template``'s templates (each keeps its config: an id is never reused while its
+    entry lives), at most ``SHARED_CONFIGS``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.store, OwnerWrites):
@@ -112,11 +123,15 @@ class DurableRecords:
 
     # -- what the session writes --------------------------------------------------------------
 
-    def started(self, record: SidecarRecord) -> Written:
-        """A child's first record (``running``, with its owner identity and frozen config)."""
+    def started(self, record: SidecarRecord, data: bytes | None = None) -> Written:
+        """A child's first record (``running``, with its owner identity and frozen config);
+        ``data``: its bytes when the caller has them (``RunningTemplate.encode``), else they
+        are ``encode_record``'s."""
         if self._owner is not None:
             self._latest[record.agent_id] = record
-            future = self._own(OwnedWrite(record=record, data=encode_record(record), create=True))
+            if data is None:
+                data = encode_record(record)
+            future = self._own(OwnedWrite(record=record, data=data, create=True))
         else:
             future = self._call(BatchOp("create", (record,)))
         # The record was just written with lastActiveAt = now: the throttle starts here, so the
@@ -151,6 +166,52 @@ class DurableRecords:
             self._built_configs.clear()  # one-off snapshots (a memory prompt each) cycle out
         self._built_configs[key] = (parts, config)
         return config
+
+    def running_template(
+        self,
+        agent_type: str,
+        parent_agent_id: str | None,
+        is_background: bool,
+        config: ConfigSnapshot,
+    ) -> RunningTemplate | None:
+        """The template of a fresh child's running record in this session (its owner identity,
+        the shared empty result and stats), one per type, parent and placement and config
+        snapshot (the very object: ``config_from``'s, shared by siblings); None where the
+        record is not encoded here (the store takes records, not bytes) or a shared part is not
+        ``orjson``'s to encode."""
+        if self._owner is None or type(config) is not ConfigSnapshot:
+            return None
+        key = (agent_type, parent_agent_id, is_background, id(config))
+        hit = self._templates.get(key)
+        if hit is not None and hit.values["config"] is config:  # the entry keeps it: same id
+            return hit
+        shared = {
+            "schema_version": SCHEMA_VERSION,
+            "agent_type": agent_type,
+            "session_id": self.session_id,
+            "project_path": self.project_path,
+            "parent_agent_id": parent_agent_id,
+            "is_background": is_background,
+            "config": config,
+            "process": self.identity,
+            "worktree": None,
+            "status": "running",
+            "ended_at": None,
+            "result": NO_RESULT,
+            "stats": NO_STATS,
+            "notified": False,
+            "stop_requested": False,
+            "restart_recovery": None,
+            "resumable": False,
+        }
+        try:
+            template = RunningTemplate(shared)
+        except TypeError:
+            return None
+        if len(self._templates) >= SHARED_CONFIGS:
+            self._templates.clear()  # one-off configs (a memory prompt each) cycle out
+        self._templates[key] = template
+        return template
 
     def activity(self, agent_id: str) -> None:
         """The child made progress: ``lastActiveAt``, at most once per ``ACTIVITY_INTERVAL_S``."""

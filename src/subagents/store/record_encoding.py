@@ -18,6 +18,7 @@ refuses (a lone surrogate, an integer beyond 64 bits) takes ``json_codec``'s pat
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import orjson
@@ -91,3 +92,124 @@ def _shared(part: Any) -> Any:
         _parts.clear()
     _parts[id(part)] = (part, made)
     return made
+
+
+OWN_FIELDS = (
+    "agent_id",
+    "description",
+    "prompt",
+    "tool_use_id",
+    "lineage",
+    "created_at",
+    "last_active_at",
+    "output_path",
+    "transcript_path",
+)
+"""The fields of a fresh child's running record that are its own; ``RunningTemplate`` holds the
+others, which every sibling of one type shares."""
+
+_FIELDS = tuple(f.name for f in fields(SidecarRecord))
+
+
+class RunningTemplate:
+    """A fresh child's running record, less its own fields (``OWN_FIELDS``): the values siblings
+    share, and their bytes in the record's JSON form encoded once.
+
+    The JSON form's shared fields come in runs between the child's own ones (status to
+    ``isBackground``, ``endedAt`` to ``worktree``, ``notified`` to the end). Each run is one
+    ``orjson.Fragment`` — the run's first value and every key and value after it, exactly as
+    ``orjson`` writes them inside the whole object — so a record is encoded from a 15-key form
+    instead of 26: ``encode`` gives ``encode_record``'s bytes of the record ``values`` makes
+    (``tests/test_running_template.py`` compares the two for every shape)."""
+
+    __slots__ = ("_agent_type", "_config", "_ended", "_flags", "_schema", "_status", "values")
+
+    def __init__(self, shared: dict[str, Any]) -> None:
+        """``shared``: every field of ``SidecarRecord`` but ``OWN_FIELDS``. Raises
+        ``TypeError`` when a shared part is not ``orjson``'s to encode (use ``encode_record``)."""
+        values = dict.fromkeys(_FIELDS)
+        values.update(shared)
+        if values.keys() != set(_FIELDS) or any(name in shared for name in OWN_FIELDS):
+            raise ValueError("a running template takes every field but the child's own")
+        self.values = values
+        """Every field in field order, the child's own ones None: copy it, set those, and the
+        copy is the record's dict (``frozen.new_frozen``). Never changed."""
+        self._schema = values["schema_version"]
+        self._agent_type = values["agent_type"]
+        config = _shared(values["config"])
+        if not isinstance(config, orjson.Fragment):
+            raise TypeError("the config snapshot is not orjson's to encode")
+        self._config = config
+        form = _template_form(values)
+        self._status = _run(form, _STATUS_RUN)
+        self._ended = _run(form, _ENDED_RUN)
+        self._flags = _run(form, _FLAGS_RUN)
+
+    def encode(self, values: dict[str, Any]) -> bytes | None:
+        """``encode_record`` of the record made from ``values`` (a copy of ``self.values`` with
+        the child's own fields set); None when ``orjson`` refuses one of them (a lone
+        surrogate): then ``encode_record`` of the record, whose fallback takes it."""
+        lineage = values["lineage"]
+        form = {  # the key order of ``SidecarRecord.to_dict``, the shared runs as fragments
+            "schemaVersion": self._schema,
+            "agentId": values["agent_id"],
+            "agentType": self._agent_type,
+            "description": values["description"],
+            "prompt": values["prompt"],
+            "status": self._status,
+            "toolUseId": values["tool_use_id"],
+            "lineage": {
+                "rootAgentId": lineage.root_agent_id,
+                "resumedFrom": lineage.resumed_from,
+                "resumeDepth": lineage.resume_depth,
+            },
+            "config": self._config,
+            "createdAt": values["created_at"],
+            "lastActiveAt": values["last_active_at"],
+            "endedAt": self._ended,
+            "outputPath": values["output_path"],
+            "transcriptPath": values["transcript_path"],
+            "notified": self._flags,
+        }
+        try:
+            return orjson.dumps(form) + b"\n"
+        except TypeError:
+            return None
+
+
+_STATUS_RUN = ("status", "sessionId", "projectPath", "parentAgentId", "isBackground")
+_ENDED_RUN = ("endedAt", "process", "result", "stats", "worktree")
+_FLAGS_RUN = ("notified", "stopRequested", "restartRecovery", "resumable")
+
+
+def _run(form: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    """The bytes ``orjson`` writes for ``keys`` of the record's JSON form inside the whole
+    object, less the first key and its colon: the fragment to give as that key's value."""
+    run = {key: form[key] for key in keys}
+    encoded = orjson.dumps(run)  # a TypeError (not orjson's to encode): no template
+    opening = b"{" + orjson.dumps(keys[0]) + b":"
+    if not (encoded.startswith(opening) and encoded.endswith(b"}")):
+        raise TypeError(f"unexpected encoding of the run from {keys[0]}")
+    return orjson.Fragment(encoded[len(opening) : -1])
+
+
+def _template_form(values: dict[str, Any]) -> dict[str, Any]:
+    """The JSON form of the shared fields (``SidecarRecord.to_dict``'s, by the record's own
+    parts' ``to_dict``)."""
+    process, worktree = values["process"], values["worktree"]
+    return {
+        "status": values["status"],
+        "sessionId": values["session_id"],
+        "projectPath": values["project_path"],
+        "parentAgentId": values["parent_agent_id"],
+        "isBackground": values["is_background"],
+        "endedAt": values["ended_at"],
+        "process": None if process is None else process.to_dict(),
+        "result": values["result"].to_dict(),
+        "stats": values["stats"].to_dict(),
+        "worktree": None if worktree is None else worktree.to_dict(),
+        "notified": values["notified"],
+        "stopRequested": values["stop_requested"],
+        "restartRecovery": values["restart_recovery"],
+        "resumable": values["resumable"],
+    }
