@@ -2,10 +2,14 @@
 
 The client-side work of a lean call apart from the network: the worker's reply as the replay
 server sends it (``replay_server.py``: a text block and a ``Note`` call, one HTTP chunk per SSE
-record, all of it in one read, as on the bench), de-chunked (``_http._dechunk``), split into records
-(``SSEDecoder.records``) and assembled (``feed_records`` and ``done``), ``--replies`` times inside
+record, all of it in one read, as on the bench), read as ``LeanCall.respond`` reads it: de-chunked
+(``_http._dechunk_pieces``: the chunks' data, not joined) and assembled (``feed_pieces``, which
+reads records straight from chunks that end them, the decoder's flush, and ``done``; a tree
+from before session 12 has no ``feed_pieces``: there the chunks are joined, split into records,
+``SSEDecoder.records``, and fed by ``feed_records``), ``--replies`` times inside
 ``functools.reduce``, which callgrind alone counts. ``--part`` counts one part: ``dechunk``,
-``decode`` (de-chunk and decode) or ``all`` (the default: through ``done``). ``--body`` counts
+``decode`` (de-chunk, join and split into records: the general path's decoding) or ``all``
+(the default: through ``done``). ``--body`` counts
 the request body instead: ``build_params`` of a worker's growing history and ``orjson.dumps``
 of it, one call per turn of K turns (OpenAI's includes the history conversion's check).
 
@@ -21,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from subagents.models._http import _dechunk
+from subagents.models import _http
 from subagents.models._sse import SSEDecoder
 from subagents.models.anthropic import StreamAssembler
 from subagents.models.openai import ChunkAssembler
@@ -40,15 +44,19 @@ def worker_reply(provider: str, turn: int, k: int) -> bytes:
 
 
 def read_reply(provider: str, body: bytes, part: str) -> object:
-    piece, _ = _dechunk(bytearray(body))
+    dechunk = getattr(_http, "_dechunk_pieces", None)
+    pieces = dechunk(bytearray(body))[0] if dechunk else [_http._dechunk(bytearray(body))[0]]
     if part == "dechunk":
-        return piece
+        return pieces
     decoder = SSEDecoder()
-    records = decoder.records(piece) + decoder.flush_records()
     if part == "decode":
-        return records
+        return decoder.records(b"".join(pieces)) + decoder.flush_records()
     assembler = ChunkAssembler() if provider == "openai" else StreamAssembler()
-    assembler.feed_records(records)
+    if hasattr(assembler, "feed_pieces"):
+        assembler.feed_pieces(pieces, decoder)
+    else:
+        assembler.feed_records(decoder.records(b"".join(pieces)))
+    assembler.feed_records(decoder.flush_records())
     return assembler.done("m", "label")
 
 

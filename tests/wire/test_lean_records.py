@@ -127,9 +127,9 @@ class _CountingAnthropic(StreamAssembler):
         self.runs: list[int] = []
         self.parsed: list[bytes] = []
 
-    def _apply_run(self, run: list[bytes], shown: list[str]) -> None:
+    def _apply_run(self, run: list[bytes], shown: list[str], ended: bool) -> None:
         self.runs.append(len(run))
-        super()._apply_run(run, shown)
+        super()._apply_run(run, shown, ended)
 
     def _feed_event(self, name: str | None, data: bytes, shown: list[str]) -> None:
         self.parsed.append(data)
@@ -142,9 +142,9 @@ class _CountingOpenAI(ChunkAssembler):
         self.runs: list[int] = []
         self.parsed = 0
 
-    def _apply_run(self, run: list[bytes], shown: list[str]) -> None:
+    def _apply_run(self, run: list[bytes], shown: list[str], ended: bool) -> None:
         self.runs.append(len(run))
-        super()._apply_run(run, shown)
+        super()._apply_run(run, shown, ended)
 
     def _feed_data(self, data: bytes, shown: list[str]) -> None:
         self.parsed += 1
@@ -344,3 +344,187 @@ def test_an_openai_template_learnt_from_two_lines_is_not_read_from_one() -> None
     _outcome("openai", [learnt], general=False)  # a stream that teaches, then one that reads
     later = b"\n\n".join([*records[:content], raw(records[content + 1]), *records[-3:]])
     _same("openai", [later])
+
+
+# --- Chunks as they came (``feed_pieces``) against the records split from them and parsed
+
+
+def _chunks_of(stream: bytes) -> list[bytes]:
+    """One chunk per record and its blank line, as the APIs send them (the last chunk is
+    what follows the last blank line, if anything)."""
+    parts = stream.split(b"\n\n")
+    return [part + b"\n\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def _outcome_pieces(provider: str, reads: list[list[bytes]]) -> object:
+    """What ``feed_pieces`` makes of network reads of chunks, as ``_outcome`` reports it."""
+    assembler = _assembler(provider)
+    decoder = _sse.SSEDecoder()
+    seen: list[object] = []
+    try:
+        for read in reads:
+            seen.append(assembler.feed_pieces([piece for piece in read if piece], decoder))
+        seen.append(assembler.feed_records(decoder.flush_records()))
+        seen.append(assembler.done("m", "label"))
+    except Exception as exc:
+        seen.append((type(exc).__name__, str(exc)))
+    return seen
+
+
+def _same_pieces(provider: str, reads: list[list[bytes]]) -> None:
+    joined = [b"".join(read) for read in reads]
+    assert _outcome_pieces(provider, reads) == _outcome(provider, joined, general=True), reads
+
+
+def _grouped(chunks: list[bytes], rng: random.Random) -> list[list[bytes]]:
+    """``chunks`` in network reads of a random number of chunks each."""
+    reads: list[list[bytes]] = []
+    at = 0
+    while at < len(chunks):
+        size = rng.choice([1, 2, 3, len(chunks)])
+        reads.append(chunks[at : at + size])
+        at += size
+    return reads
+
+
+@pytest.mark.parametrize(("provider", "name"), CASES)
+def test_chunks_are_read_as_every_record_split_from_them_and_parsed_alone(
+    provider: str, name: str
+) -> None:
+    """A chunk per record (the usual case, read without a split), records cut across chunks,
+    several records in a chunk, in reads of one or more chunks."""
+    stream = _stream(provider, name)
+    chunks = _chunks_of(stream)
+    _same_pieces(provider, [chunks])
+    _same_pieces(provider, [[chunk] for chunk in chunks])
+    rng = random.Random(name)
+    for _ in range(60):
+        cuts = sorted(rng.sample(range(1, len(stream)), rng.randint(1, 12)))
+        _same_pieces(provider, _grouped(_split(stream, cuts), rng))
+        _same_pieces(provider, _grouped(chunks, rng))
+
+
+# What a hostile chunk holds besides its record: blank lines, other line ends, records.
+CHUNK_PIECES = [
+    *PIECES,
+    b"\n\n\n",
+    b"\r\n",
+    b"\r\r",
+    b"\n\r",
+    b"\r\n\r\n",
+    b"\n\ndata: ",
+    b"data: x\n\n",
+    b'data: {"choices":[]}\n\n',
+    b"event: ping\n\n",
+    b"\n\nevent: message_stop\n",
+    b": comment\n\n",
+]
+
+
+@pytest.mark.parametrize(("provider", "name"), CASES)
+def test_hostile_chunks_fail_or_read_as_every_record_split_from_them(
+    provider: str, name: str
+) -> None:
+    """Each chunk corrupted in turn: a blank line or a record inside its data, CR or CRLF
+    line ends, an LF or a CR after its blank line, a record cut short; in one read and in
+    reads of a chunk each, then the stream's corrupted strings chunked as the APIs would."""
+    chunks = _chunks_of(_stream(provider, name))
+    rng = random.Random(name + "chunks")
+    for index, chunk in enumerate(chunks):
+        for _ in range(6):
+            piece = rng.choice(CHUNK_PIECES)
+            at = rng.choice([0, len(chunk) // 2, len(chunk) - 2, len(chunk) - 1, len(chunk)])
+            bad = [*chunks[:index], chunk[:at] + piece + chunk[at:], *chunks[index + 1 :]]
+            _same_pieces(provider, [bad])
+            _same_pieces(provider, _grouped(bad, rng))
+        _same_pieces(provider, [[*chunks[:index], chunk[:-1], *chunks[index + 1 :]]])
+    for variant in _mutations(_stream(provider, name), rng)[::3]:
+        _same_pieces(provider, [_chunks_of(variant)])
+
+
+def test_the_pieces_are_read_without_the_decoder_when_each_ends_its_record() -> None:
+    """The bench's replies, a chunk per record: no piece goes through the decoder, and the
+    runs are the records' runs."""
+
+    class Decoder(_sse.SSEDecoder):
+        def records(self, data: bytes) -> list[bytes]:
+            raise AssertionError("read through the decoder")
+
+    anthropic = _CountingAnthropic()
+    anthropic.feed_pieces(_chunks_of(ANTHROPIC["worker note"]), Decoder())
+    assert anthropic.runs == [8, 5]
+    openai_module._RECENT.clear()
+    openai = _CountingOpenAI()
+    openai.feed_pieces(_chunks_of(OPENAI["worker note"]), Decoder())
+    assert openai.runs == [7, 3]
+
+
+def test_a_piece_that_ends_its_records_is_read_as_the_decoder_reads_it() -> None:
+    """``_sse.piece_records`` gives the decoder's records exactly, and only for a piece after
+    which the decoder resumes with nothing pending (else None), and ``piece_event`` the one
+    event of a piece that is one record: pieces made of records, line ends of every kind,
+    blank lines and stray CRs and LFs, at the end above all."""
+    rng = random.Random(11)
+    bits = [b"data: a", b"event: ping", b"x", b"\n", b"\r", b"\r\n", b"\n\n", b"\n\n\n", b":c"]
+    bits += [b"\ndata: ", b"data: ", b"event: message_stop"]
+    read = events = 0
+    for _ in range(20000):
+        piece = b"".join(rng.choice(bits) for _ in range(rng.randint(1, 7)))
+        decoder = _sse.SSEDecoder()
+        records = decoder.records(piece)
+        found = _sse.piece_records(piece)
+        if found is not None:  # (None: the decoder reads on from the piece's start)
+            read += 1
+            assert found == records and decoder.resumes(), piece
+        event = _sse.piece_event(piece)  # one record of the usual shape, read inline
+        if event is not None:
+            events += 1
+            assert [event] == _sse.parsed(records) and len(records) == 1, piece
+            assert decoder.resumes(), piece
+    for _ in range(5000):  # pieces shaped like one Messages API record, or nearly
+        piece = b"".join(
+            [
+                rng.choice([b"event: ping", b"event: message_stop", b"event: ping", b"event: x"]),
+                rng.choice([b"\ndata: ", b"\ndata: ", b"\ndata:", b"\n", b"\r\ndata: "]),
+                *(rng.choice([b"a", b"{}", b" ", b"\r", b"\n", b"\r\n", b"data: b"]) for _ in "ab"),
+                rng.choice(
+                    [b"\n\n", b"\n\n", b"\n\n", b"\n", b"\n\n\n", b"\r\n\r\n", b"\n\r", b""]
+                ),
+            ]
+        )
+        event = _sse.piece_event(piece)
+        if event is not None:
+            events += 1
+            decoder = _sse.SSEDecoder()
+            records = decoder.records(piece)
+            assert [event] == _sse.parsed(records) and len(records) == 1, piece
+            assert decoder.resumes(), piece
+    assert read > 1000 and events > 200
+
+
+def test_a_run_read_record_by_record_that_changes_the_run_is_matched_as_it_is_now() -> None:
+    """A record of a run's shape that is not one string — here one that, parsed, starts a
+    tool block (Anthropic, a repeated ``type``) or adds tool arguments (OpenAI) — is read
+    record by record and changes what a run is; a later record is read by the run as it is
+    then. Before, a record without data (a comment) skipped the refresh, and the next text
+    delta was read as the old run's text but applied to the new one (as tool input)."""
+    records = ANTHROPIC["anthropic_text.sse"].split(b"\n\n")
+    first = next(i for i, r in enumerate(records) if b"text_delta" in r)
+    delta = records[first]
+    at = delta.index(b'"text":') + len(b'"text":')
+    start = b',"type":"content_block_start","content_block":{"type":"tool_use","id":"t","name":"N"'
+    bad = delta[:at] + b'"a"}' + start + b',"input":{}' + delta[delta.rindex(b"}}") :]
+    assert bad.endswith(b"}}") and bad.startswith(delta[:at])
+    stream = [*records[: first + 1], bad, b": comment", *records[first + 1 :]]
+    _same("anthropic", [b"\n\n".join(stream)])
+
+    records = OPENAI["openai_text.sse"].split(b"\n\n")
+    content = next(i for i, r in enumerate(records) if b'"content":"' in r and b"role" not in r)
+    text = records[content]
+    at = text.index(b'"content":') + len(b'"content":')
+    end = text.index(b"}", at)
+    calls = b'"","tool_calls":[{"index":0,"function":{"arguments":"x"}}]'
+    bad = text[:at] + calls + text[end:]
+    for _ in range(2):  # with no template yet, then with the one ``_RECENT`` keeps
+        stream = [*records[: content + 1], bad, b": comment", *records[content + 1 :]]
+        _same("openai", [b"\n\n".join(stream)])

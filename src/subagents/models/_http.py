@@ -10,8 +10,8 @@ a state machine), against ~0.1 ms here. This client does only what a model API n
 * TLS with the system's trust store (``ssl.create_default_context``, which honours
   ``SSL_CERT_FILE``/``SSL_CERT_DIR``);
 * response bodies framed by ``content-length``, ``transfer-encoding: chunked`` or the end of
-  the connection, handed to the caller as they arrive: whole network reads, de-chunked, not
-  line by line;
+  the connection, handed to the caller as they arrive: whole network reads, de-chunked (the
+  chunks' data as they came, not joined: ``Response.each``), not line by line;
 * a connect timeout and a read timeout (the longest silence tolerated mid-response).
 
 Anything else — proxies, HTTP/2, redirects, compression — is the SDK path's job; the providers
@@ -202,15 +202,23 @@ class Response:
         self._framing = _framing(headers)
         self._left = _content_length(headers) if self._framing is _SIZED else 0
 
-    async def each(self, sink: Callable[[bytes], object]) -> None:
-        """Call ``sink`` with the body, de-chunked, as it arrives. The connection goes back to
-        the pool once it has all been read; an error (or ``sink`` raising) closes it."""
+    async def each(self, sink: Callable[[list[bytes]], object]) -> None:
+        """Call ``sink`` with the body as it arrives: each time, the data of the HTTP chunks
+        that have come in whole (one piece for a body not chunked; never an empty piece or
+        list). Chunks are handed over as they came, not joined: a reader that can use where
+        they end (``_lean``: an SSE record per chunk, usually) spares a pass. The connection
+        goes back to the pool once it has all been read; an error (or ``sink`` raising)
+        closes it."""
         connection, loop = self._connection, self._loop
         buffer, chunked = connection.buffer, self._framing is _CHUNKED
         while True:
-            piece, finished = _dechunk(buffer) if chunked else self._take()
-            if piece:
-                sink(piece)
+            if chunked:
+                pieces, finished = _dechunk_pieces(buffer)
+            else:
+                piece, finished = self._take()
+                pieces = [piece] if piece else []
+            if pieces:
+                sink(pieces)
             if finished:
                 break
             if connection.eof and self._framing is not _UNTIL_CLOSE:
@@ -415,8 +423,18 @@ class HTTPClient:
 def _dechunk(buffer: bytearray) -> tuple[bytes, bool]:
     """Take every complete chunk off the front of ``buffer``: (their data, whether the final
     chunk was among them)."""
+    pieces, final = _dechunk_pieces(buffer)
+    return b"".join(pieces), final
+
+
+def _dechunk_pieces(buffer: bytearray) -> tuple[list[bytes], bool]:
+    """``_dechunk`` with the chunks' data not joined: one piece per chunk (none empty) when
+    the split reads the buffer, else one piece for everything the scan took."""
     split = _dechunk_split(buffer) if len(buffer) <= _SPLIT_MAX else None
-    return split if split is not None else _dechunk_scan(buffer)
+    if split is not None:
+        return split
+    piece, final = _dechunk_scan(buffer)
+    return ([piece] if piece else []), final
 
 
 _SPLIT_MAX = 256 * 1024
@@ -424,7 +442,7 @@ _SPLIT_MAX = 256 * 1024
 arriving over many reads would be copied once per read."""
 
 
-def _dechunk_split(buffer: bytearray) -> tuple[bytes, bool] | None:
+def _dechunk_split(buffer: bytearray) -> tuple[list[bytes], bool] | None:
     """The usual case in C-level passes, no Python step per chunk: split at every CRLF, and if
     every size line is plain hex and every piece after it is exactly that long, the pieces are
     the chunks (the first piece that contains a CRLF of its own is shorter than its size, so a
@@ -437,11 +455,12 @@ def _dechunk_split(buffer: bytearray) -> tuple[bytes, bool] | None:
     ``int()`` call, a third of the cost); any other spelling is read by ``int``.
 
     The split's last part is what follows the last CRLF; with an even count, the last size
-    line's data has no CRLF after it yet, so that pair stays in the buffer too."""
+    line's data has no CRLF after it yet, so that pair stays in the buffer too. Returns the
+    chunks' data (the last chunk's empty one left out) and whether the last chunk came."""
     parts = bytes(buffer).split(b"\r\n")  # bytes parts: cheaper to make, hashable
     count = len(parts)
     if count < 3:
-        return b"", False
+        return [], False
     pairs = count - 1 if count % 2 else count - 2
     sizes = parts[0:pairs:2]
     pieces = parts[1:pairs:2]
@@ -451,14 +470,14 @@ def _dechunk_split(buffer: bytearray) -> tuple[bytes, bool] | None:
                 return None
         except ValueError:
             return None
-    final = False
-    if not pieces[-1]:  # the last chunk: only ever the final pair, with no trailer line
-        final = True
-    if b"" in pieces[:-1]:  # a last chunk with more after it
+    final = not pieces[-1]  # the last chunk: only ever the final pair, with no trailer line
+    if final:
+        del pieces[-1]
+    if b"" in pieces:  # a last chunk with more after it
         return None
     rest = len(parts[-1]) if count % 2 else len(parts[-2]) + 2 + len(parts[-1])
     del buffer[: len(buffer) - rest]
-    return b"".join(pieces), final
+    return pieces, final
 
 
 class _HexOf(dict[int, bytes]):

@@ -69,9 +69,12 @@ class StreamErrorEvent(Exception):
 class WireAssembler(Assembler, Protocol):
     """Builds one assistant message from a stream's events: SDK objects' dicts (``feed``) or
     the raw SSE records of one network read (``feed_records``, which returns the texts to
-    show)."""
+    show), or that read's HTTP chunks as they came (``feed_pieces``: the same, read through
+    ``decoder`` where a chunk does not end its records)."""
 
     def feed_records(self, records: list[bytes], /) -> list[str]: ...
+
+    def feed_pieces(self, pieces: list[bytes], decoder: SSEDecoder, /) -> list[str]: ...
 
 
 def choose_transport(*, has_client: bool, has_static_credential: bool, base_url: str) -> Transport:
@@ -153,10 +156,11 @@ class LeanCall:
         ``complete`` needs, and all the agent loop asks for), and no async generator."""
         with abort_scope(self.abort):
             response = await self._open()
-            decoder, feed = SSEDecoder(), self.assembler.feed_records
+            decoder, assembler = SSEDecoder(), self.assembler
+            feed = assembler.feed_pieces
             try:
-                await response.each(lambda piece: feed(decoder.records(piece)))
-                feed(decoder.flush_records())
+                await response.each(lambda pieces: feed(pieces, decoder))
+                assembler.feed_records(decoder.flush_records())
             except (HTTPTransportError, StreamErrorEvent) as exc:
                 raise _failure(exc, response, self.label) from _cause(exc)
             finally:
@@ -318,13 +322,15 @@ def string_run(run: list[bytes]) -> tuple[list[str], str] | None:
     joined; None unless each piece is exactly one JSON string (the caller then feeds the run
     record by record, failing as it would have).
 
-    The proof: the pieces are joined as ``[p1,<TAB>p2,<TAB>...]`` and must hold no LF. If that
+    The proof: the pieces are joined as ``[p1,<TAB>p2,<TAB>...]`` and must hold no LF and no
+    CR (either ends an SSE line, and JSON takes both as whitespace: a record read from a
+    chunk's raw data, ``feed_pieces``, may hold a CR the decoder would have made an LF). If that
     parses to as many strings as there are pieces, every piece is exactly one JSON string
     (whitespace around it allowed): a tab cannot stand inside a JSON string, so each inserted
     comma is outside every string, and in an array of strings only that makes it a separator —
     n - 1 of them, and n values, leave no other."""
     joined = b",\t".join(run)
-    if joined.find(b"\n") >= 0:
+    if joined.find(b"\n") >= 0 or joined.find(b"\r") >= 0:
         return None
     try:
         values = orjson.loads(b"[" + joined + b"]")

@@ -6,7 +6,10 @@ data, or without its blank line at the end of the stream, is not dispatched (the
 the SDKs' decoders follow). Lines may end in LF, CRLF or CR. Decoding works on whole network
 reads, not line by line: one ``split`` per read finds every complete record, which is most of
 why this path is cheap; the assemblers then read the APIs' commonest records straight from
-their bytes (``anthropic.StreamAssembler.feed_records``) and parse the others here.
+their bytes (``anthropic.StreamAssembler.feed_records``) and parse the others here. When the
+HTTP chunks of a read each end their records (both APIs send one record per chunk), the
+assemblers take the chunks as they came (``feed_pieces``) and no split is made at all:
+``piece_records`` and ``piece_event`` read a chunk as the decoder would, or say it cannot.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ class SSEDecoder:
 
     def __init__(self) -> None:
         self._pending = b""
+
+    def resumes(self) -> bool:
+        """Whether the next byte begins a record: nothing of one is pending (``piece_records``
+        may then read pieces that end their records without this decoder)."""
+        return not self._pending
 
     def records(self, data: bytes) -> list[bytes]:
         """The records ``data`` completes (one ``split``; what follows the last is kept)."""
@@ -62,6 +70,48 @@ class SSEDecoder:
     def flush(self) -> list[SSEEvent]:
         """``flush_records``, each parsed."""
         return parsed(self.flush_records())
+
+
+def piece_records(piece: bytes) -> list[bytes] | None:
+    """The records of ``piece`` (the data of one HTTP chunk, say) as ``SSEDecoder.records``
+    gives them when the decoder ``resumes()`` at the piece's start, and then resumes at its
+    end; None when it would not resume there (the piece does not end its last record), and
+    the decoder must read on from the piece's start.
+
+    Why this is the decoder's reading. The decoder makes line ends LF (``\r\n`` and a lone
+    ``\r``) over the whole read, then splits at every ``\n\n``, left to right. If the piece
+    ends with an LF, no CRLF spans its end, nor its start (the piece before ended with an LF
+    too, or nothing came before), so making its line ends LF alone gives the same bytes. If
+    that ends with ``\n\n`` not preceded by a third LF, the split finds its matches inside
+    ``piece[:-2]`` exactly as ``piece[:-2].split`` does (a match starting earlier lies within
+    it; none can start at ``len - 3``), then the final ``\n\n``, and resumes right after the
+    piece with nothing pending. Anything else — no blank line at the end (a record that goes
+    on in the next chunk), a third LF, a CR last — is left to the decoder."""
+    if piece.find(b"\r") >= 0:
+        if piece[-1:] != b"\n":
+            return None
+        piece = piece.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if piece[-2:] != b"\n\n" or piece[-3:-2] == b"\n":
+        return None
+    return piece[:-2].split(b"\n\n")
+
+
+def piece_event(piece: bytes) -> SSEEvent | None:
+    """``parse_record`` of a piece that is one record of the Messages API's shape and its
+    blank line — a known ``event:`` line, one ``data:`` line, no CR — else None (then
+    ``piece_records``). Such a piece is exactly one record to the decoder, which resumes
+    after it: its only LFs are the event line's end, the data line's and the blank line."""
+    head, separator, data = piece.partition(b"\ndata: ")
+    name = _EVENT_LINES.get(head)
+    if (
+        name is None
+        or not separator
+        or data.find(b"\n") != len(data) - 2
+        or data[-1:] != b"\n"
+        or data.find(b"\r") >= 0
+    ):
+        return None
+    return name, data[:-2]
 
 
 def parsed(records: list[bytes]) -> list[SSEEvent]:

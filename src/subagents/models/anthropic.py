@@ -47,7 +47,7 @@ from subagents.models._sdk_support import (
     load_sdk,
     parse_tool_arguments,
 )
-from subagents.models._sse import parse_record
+from subagents.models._sse import SSEDecoder, parse_record, piece_event, piece_records
 from subagents.models.base import MessageDone, ModelError, ModelRequest, message_done
 from subagents.models.wire_tools import WireTools
 
@@ -251,6 +251,8 @@ def _known_records() -> dict[bytes, tuple[str, int]]:
 
 _KNOWN_BLOCKS = 16
 _KNOWN_RECORDS = _known_records()
+_KNOWN_PIECES = {record + b"\n\n": action for record, action in _KNOWN_RECORDS.items()}
+"""The known records with their blank line: the data of a chunk that holds one of them."""
 
 
 class StreamAssembler:
@@ -304,16 +306,49 @@ class StreamAssembler:
         would (``_feed_event``); ``tests/wire/test_lean_records.py`` checks that all three
         readings give what that one gives alone, on streams split, cut and corrupted."""
         shown: list[str] = []
+        self._read(records, shown, False)
+        return shown
+
+    def feed_pieces(self, pieces: list[bytes], decoder: SSEDecoder) -> list[str]:
+        """The data of a network read's HTTP chunks (``Response.each``), read as
+        ``feed_records(decoder.records(b"".join(pieces)))`` reads them, without that join
+        and split when each chunk ends its records (the APIs send one record per chunk):
+        while the decoder ``resumes()``, a piece read by a run or a look-up is one record
+        and its blank line (below), any other is read by ``_sse.piece_records``, and from
+        the first piece that does not end its records the rest goes through ``decoder``.
+
+        A piece a run takes is ``run_prefix + S + "}}\n\n"`` with S holding no LF or CR
+        (``_lean.string_run``), and a looked-up one a known record + ``"\n\n"``: neither
+        holds a blank line but its last, nor a CR, nor an LF before that blank line, so it
+        is exactly one record to the decoder, which resumes after it."""
+        shown: list[str] = []
+        if not decoder.resumes():
+            shown += self.feed_records(decoder.records(b"".join(pieces)))
+            return shown
+        at = self._read(pieces, shown, True)
+        if at < len(pieces):
+            shown += self.feed_records(decoder.records(b"".join(pieces[at:])))
+        return shown
+
+    def _read(self, items: list[bytes], shown: list[str], ended: bool) -> int:
+        """``feed_records`` of ``items`` — records, or (``ended``) pieces each ending its
+        records (``feed_pieces``) — up to the first piece that does not; returns how many
+        items were read."""
         prefix, size = self.run_prefix, len(self.run_prefix)
+        end, cut = (b"}}\n\n", -4) if ended else (b"}}", -2)
+        known_records = _KNOWN_PIECES if ended else _KNOWN_RECORDS
         run: list[bytes] = []
-        for record in records:
-            if record[:size] == prefix and record[-2:] == b"}}":
-                run.append(record[size:-2])
+        for at, item in enumerate(items):
+            if item[:size] == prefix and item[cut:] == end:
+                run.append(item[size:cut])
                 continue
             if run:
-                self._apply_run(run, shown)
+                self._apply_run(run, shown, ended)
                 run = []
-            known = _KNOWN_RECORDS.get(record)
+                # A run read record by record may have started a block (and so changed the
+                # run's prefix): a later record is matched against the prefix as it is now.
+                prefix, size = self.run_prefix, len(self.run_prefix)
+            known = known_records.get(item)
             if known is not None:
                 kind, index = known
                 if kind == "stop":
@@ -324,15 +359,25 @@ class StreamAssembler:
                     self._expect_run(index, "text")
                 elif kind == "message_stop":
                     self.stopped = True
-            else:
-                event = parse_record(record)
+            elif not ended:
+                event = parse_record(item)
                 if event is None:
                     continue
                 self._feed_event(event[0], event[1], shown)
+            elif (event := piece_event(item)) is not None:  # the usual shape, inline
+                self._feed_event(event[0], event[1], shown)
+            else:
+                records = piece_records(item)
+                if records is None:
+                    return at
+                for record in records:
+                    event = parse_record(record)
+                    if event is not None:
+                        self._feed_event(event[0], event[1], shown)
             prefix, size = self.run_prefix, len(self.run_prefix)
         if run:
-            self._apply_run(run, shown)
-        return shown
+            self._apply_run(run, shown, ended)
+        return len(items)
 
     def _feed_event(self, name: str | None, data: bytes, shown: list[str]) -> None:
         """One record as the SDK reads it: unnamed records and pings are skipped, an ``error``
@@ -358,7 +403,7 @@ class StreamAssembler:
         if text is not None:
             shown.append(text)
 
-    def _apply_run(self, run: list[bytes], shown: list[str]) -> None:
+    def _apply_run(self, run: list[bytes], shown: list[str], ended: bool) -> None:
         """Apply deltas whose records were ``run_prefix + piece + "}}"`` each, as
         ``_feed_event`` would one by one.
 
@@ -368,7 +413,9 @@ class StreamAssembler:
         ``run_prefix`` (an event line and a data line up to the delta's string, which the
         prefix is built to end at) + that string + ``}}``, is one data line whose JSON holds
         exactly that string there. Anything else (a piece that is not a lone string, a LF,
-        invalid UTF-8) is fed record by record, failing as it would have."""
+        invalid UTF-8) is fed record by record, failing as it would have (``ended``: each
+        record with its blank line, a piece, read by ``_sse.piece_records``, which reads all
+        of it: it ends with ``}}\n\n``)."""
         parsed = string_run(run)
         if parsed is not None:
             values, text = parsed
@@ -388,9 +435,16 @@ class StreamAssembler:
             return
         prefix = self.run_prefix
         for piece in run:
-            event = parse_record(prefix + piece + b"}}")  # the record as it came
-            if event is not None:
-                self._feed_event(event[0], event[1], shown)
+            if ended:  # the piece as it came; what it holds, record by record
+                found = piece_records(prefix + piece + b"}}\n\n")
+                assert found is not None  # it ends with "}}\n\n": it ends its records
+                records = found
+            else:
+                records = [prefix + piece + b"}}"]  # the record as it came
+            for record in records:
+                event = parse_record(record)
+                if event is not None:
+                    self._feed_event(event[0], event[1], shown)
 
     def feed(self, event: dict[str, Any]) -> str | None:
         """Apply one event; returns text to show live, if the event carried some."""

@@ -51,7 +51,7 @@ from subagents.models._sdk_support import (
     load_sdk,
     parse_tool_arguments,
 )
-from subagents.models._sse import SSEEvent, parse_record
+from subagents.models._sse import SSEDecoder, SSEEvent, parse_record, piece_records
 from subagents.models.base import MessageDone, ModelError, ModelRequest, message_done
 from subagents.models.openai_messages import HistoryConversions
 from subagents.models.wire_tools import WireTools
@@ -273,40 +273,86 @@ class ChunkAssembler:
         ``tests/wire/test_lean_records.py`` checks both readings give what the second gives
         alone, on streams split, cut and corrupted."""
         shown: list[str] = []
-        prefix, suffix = self.run_prefix, self.run_suffix
+        self._read(records, shown, False)
+        return shown
+
+    def feed_pieces(self, pieces: list[bytes], decoder: SSEDecoder) -> list[str]:
+        """The data of a network read's HTTP chunks, read as ``feed_records`` reads
+        ``decoder.records(b"".join(pieces))``, without that join and split while each chunk
+        ends its records (see ``anthropic.StreamAssembler.feed_pieces``). A piece a run
+        takes is ``run_prefix + S + run_suffix + "\n\n"`` with S holding no LF or CR, a
+        looked-up finish ``opening + rest + "\n\n"``, an inline one ``data: `` + one line
+        + ``"\n\n"`` with no CR: the prefix, suffix, opening and rest hold no LF (``_use``,
+        ``_template``, ``_learn_finish``) and no CR (learnt from data the decoder made LF,
+        or from such pieces), and none ends with an LF, so each is one record to the
+        decoder, which resumes after it."""
+        shown: list[str] = []
+        if not decoder.resumes():
+            shown += self.feed_records(decoder.records(b"".join(pieces)))
+            return shown
+        at = self._read(pieces, shown, True)
+        if at < len(pieces):
+            shown += self.feed_records(decoder.records(b"".join(pieces[at:])))
+        return shown
+
+    def _read(self, items: list[bytes], shown: list[str], ended: bool) -> int:
+        """``feed_records`` of ``items`` — records, or (``ended``) pieces each ending its
+        records (``feed_pieces``) — up to the first piece that does not; returns how many
+        items were read."""
+        blank = b"\n\n" if ended else b""
+        drop = len(blank)
+        prefix, suffix = self.run_prefix, self.run_suffix + blank
         size, tail = len(prefix), -len(suffix)
         opening = self.opening
         cut = len(opening)
         run: list[bytes] = []
-        for record in records:
-            if record[:size] == prefix and record[tail:] == suffix:
-                run.append(record[size:tail])
+        for at, item in enumerate(items):
+            if item[:size] == prefix and item[tail:] == suffix:
+                run.append(item[size:tail])
                 continue
             if run:
-                self._apply_run(run, shown)
+                self._apply_run(run, shown, ended)
                 run = []
-            if record[:cut] == opening:
-                finish = _FINISHES.get(record[cut:])
-                if finish is not None:  # what its parse would do (``_learn_finish``)
-                    self.finish_reason = finish
+                # A run read record by record may have learnt a template (``_learn``): a
+                # later record is matched against the template as it is now.
+                prefix, suffix = self.run_prefix, self.run_suffix + blank
+                size, tail = len(prefix), -len(suffix)
+            if item[:cut] == opening:
+                finish = _FINISHES.get(item[cut : len(item) - drop])
+                if finish is not None and item[len(item) - drop :] == blank:
+                    self.finish_reason = finish  # what its parse would do (``_learn_finish``)
                     continue
-            if record[:6] == b"data: " and record.find(b"\n") < 0:  # the usual shape, inline
-                data = record[6:]
+            if not ended:
+                if item[:6] == b"data: " and item.find(b"\n") < 0:  # the usual shape, inline
+                    self._feed_data(item[6:], shown)
+                else:
+                    event = parse_record(item)
+                    if event is not None:
+                        self._feed_data(event[1], shown)
+            elif (
+                item[:6] == b"data: "
+                and item.find(b"\n") == len(item) - 2
+                and item[-1:] == b"\n"
+                and item.find(b"\r") < 0
+            ):  # one line and its blank line: the usual shape, inline
+                self._feed_data(item[6:-2], shown)
             else:
-                event = parse_record(record)
-                if event is None:
-                    continue
-                data = event[1]
-            self._feed_data(data, shown)
-            if self.run_prefix is not prefix:
-                prefix, suffix = self.run_prefix, self.run_suffix
+                records = piece_records(item)
+                if records is None:
+                    return at  # (no run is pending: a run ends before any other record)
+                for record in records:
+                    event = parse_record(record)
+                    if event is not None:
+                        self._feed_data(event[1], shown)
+            if self.run_prefix is not prefix:  # (``_use`` sets both)
+                prefix, suffix = self.run_prefix, self.run_suffix + blank
                 size, tail = len(prefix), -len(suffix)
             if self.opening is not opening:
                 opening = self.opening
                 cut = len(opening)
         if run:
-            self._apply_run(run, shown)
-        return shown
+            self._apply_run(run, shown, ended)
+        return len(items)
 
     def feed_events(self, events: list[SSEEvent]) -> list[str]:
         """SSE records, parsed; returns the texts to show live."""
@@ -386,7 +432,7 @@ class ChunkAssembler:
             self.run_prefix, self.run_suffix = self.opening + head, suffix
             self.run_call = call
 
-    def _apply_run(self, run: list[bytes], shown: list[str]) -> None:
+    def _apply_run(self, run: list[bytes], shown: list[str], ended: bool) -> None:
         """Apply chunks whose records were ``run_prefix + piece + run_suffix`` each, as
         ``_feed_data`` would one by one: the pieces parsed in one call, proven to be one JSON
         string each (``_lean.string_run``), and the template
@@ -407,9 +453,16 @@ class ChunkAssembler:
             return
         prefix, suffix = self.run_prefix, self.run_suffix
         for piece in run:
-            event = parse_record(prefix + piece + suffix)  # the record as it came
-            if event is not None:
-                self._feed_data(event[1], shown)
+            if ended:  # the piece as it came; what it holds, record by record
+                found = piece_records(prefix + piece + suffix + b"\n\n")
+                assert found is not None  # it ends with the suffix, no LF: it ends its records
+                records = found
+            else:
+                records = [prefix + piece + suffix]  # the record as it came
+            for record in records:
+                event = parse_record(record)
+                if event is not None:
+                    self._feed_data(event[1], shown)
 
     def feed(self, chunk: dict[str, Any]) -> str | None:
         """Apply one chunk; returns text to show live, if it carried some.
