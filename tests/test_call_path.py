@@ -384,3 +384,38 @@ async def test_a_results_message_is_counted_as_message_chars_counts_it(tmp_path:
     assert any("verification-only task" in text for text in texts)  # a reminder rides along
     expected = used["input_tokens"] + used["output_tokens"] + message_chars(results) // 4
     assert compactions[child.ref.agent_id].tokens_before == expected
+
+
+async def test_each_call_is_timed_counted_and_its_tool_calls_taken_in_order(tmp_path: Path) -> None:
+    """What a model call adds to an agent's figures (the answer taken after the awaited call):
+    the time waited for the model, the four usage counters and the turn, and the answer's
+    tool calls in order with its text blocks left out."""
+    usage = {
+        "input_tokens": 7,
+        "output_tokens": 3,
+        "cache_creation_input_tokens": 11,
+        "cache_read_input_tokens": 13,
+    }
+    script = main_turns(
+        {
+            "text": "first a, then b",
+            "tool_calls": [step("a"), step("b")],
+            "usage": usage,
+            "delay_ms": 40,
+        },
+        {"text": "done", "usage": usage, "delay_ms": 40},
+    )
+    result = await Session(options(tmp_path, script)).run("go")
+    assert result.result == "done"
+    (main,) = result.agents
+    assert main.stats.num_turns == 2
+    assert main.stats.usage.to_dict() == {key: 2 * value for key, value in usage.items()}
+    assert result.payload["usage"] == main.stats.usage.to_dict()
+    assert result.payload["duration_api_ms"] == main.stats.api_ms >= 80
+    assert main.stats.tool_use_count == 2
+    assert [call["input"] for call in main.stats.recent_calls] == [{"path": "a"}, {"path": "b"}]
+    results = main.messages[2]["content"]
+    assert [b["content"] for b in results if b["type"] == "tool_result"] == [
+        "stepped a",
+        "stepped b",
+    ]
