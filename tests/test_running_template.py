@@ -17,6 +17,7 @@ from subagents.agents import durability
 from subagents.agents.agent_run import AgentJob
 from subagents.agents.tasks import TaskState
 from subagents.frozen import new_frozen
+from subagents.state import ProjectState
 from subagents.store import FileStore
 from subagents.store.capabilities import encode_record
 from subagents.store.durable import DurableRecords
@@ -30,6 +31,7 @@ from subagents.store.records import (
     Lineage,
     SidecarRecord,
 )
+from subagents.store.writer import DurableWriter
 
 
 def plain_bytes(record: SidecarRecord) -> bytes:
@@ -237,3 +239,20 @@ async def test_a_sessions_children_start_with_the_plain_record_and_bytes(
     assert len(templates) == len({(r.agent_type, r.is_background) for r, _ in written})
     for a, b in itertools.combinations([r for r, _ in written], 2):
         assert vars(a) is not vars(b)
+
+
+def test_a_placement_that_is_not_a_bool_gets_no_template(tmp_path: Path) -> None:
+    """``1 == True`` and both hash alike, so a template keyed by ``True`` would hand a record
+    placed ``1`` its ``true``; such a placement takes the plain path instead."""
+    records = DurableRecords(
+        store=FileStore(ProjectState.for_cwd(tmp_path, home=tmp_path / "home")),
+        writer=DurableWriter(),
+        session_id="session-1",
+        project_path=str(tmp_path),
+    )
+    config = ConfigSnapshot(model="m")
+    template = records.running_template("worker", "session-1", True, config)
+    assert template is not None
+    assert records.running_template("worker", "session-1", True, config) is template
+    assert records.running_template("worker", "session-1", 1, config) is None  # type: ignore[arg-type]
+    assert records.running_template("worker", "session-1", False, config) is not template

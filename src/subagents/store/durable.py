@@ -181,6 +181,8 @@ class DurableRecords:
         ``orjson``'s to encode."""
         if self._owner is None or type(config) is not ConfigSnapshot:
             return None
+        if type(is_background) is not bool:  # 1 == True (one key) but encodes as 1: no template
+            return None  # type: ignore[unreachable]
         key = (agent_type, parent_agent_id, is_background, id(config))
         hit = self._templates.get(key)
         if hit is not None and hit.values["config"] is config:  # the entry keeps it: same id
