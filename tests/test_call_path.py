@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from step_tool import StepTool
 from subagents import (
     CallInfo,
@@ -419,3 +421,29 @@ async def test_each_call_is_timed_counted_and_its_tool_calls_taken_in_order(tmp_
         "stepped a",
         "stepped b",
     ]
+
+
+async def test_turn_markers_are_the_plain_encoding_past_the_kept_ones_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn marker comes from a table of encoded markers (``transcript._marker``): its bytes
+    are the plain encoding of ``{"type": "turn_completed", "turn": N}`` whether it was kept,
+    made now or past the kept ones, numbered from 1 in every transcript."""
+    import orjson
+
+    from subagents.store import transcript
+
+    monkeypatch.setattr(transcript, "MARKERS_KEPT", 4)
+    monkeypatch.setattr(transcript, "_markers", [])
+    script = main_turns(*({"tool_calls": [step(str(i))]} for i in range(6)), {"text": "done"})
+    for run in ("first", "second"):  # the second finds turns 1-3 kept by the first
+        result = await Session(options(tmp_path / run, script)).run("go")
+        assert result.result == "done"
+        path = result.agents[0].transcript_path
+        assert path is not None
+        lines = Path(path).read_bytes().split(b"\n")
+        assert lines[-1] == b""
+        markers = [line for line in lines if b'"turn_completed"' in line]
+        # the task's turn, six tool turns and the answer's
+        assert markers == [orjson.dumps({"type": "turn_completed", "turn": n}) for n in range(1, 9)]
+    assert len(transcript._markers) == 4  # turns 0-3: none past the limit is kept

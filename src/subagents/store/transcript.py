@@ -85,6 +85,26 @@ def max_open_transcripts() -> int:
     return max(MIN_OPEN_TRANSCRIPTS, soft // 4)
 
 
+MARKERS_KEPT = 1024
+"""Turn markers kept encoded (``_marker``): every agent's turns 1, 2, ... up to this many."""
+_markers: list[bytes] = []
+"""``_markers[n]`` is turn ``n``'s marker line, LF included, as ``flush`` writes it."""
+
+
+def _marker(turn: int) -> bytes:
+    """The marker line of ``turn``: ``{"type":"turn_completed","turn":N}`` and an LF. Every
+    transcript writes turns 1, 2, 3, ..., so each is formatted once per process and kept
+    (up to ``MARKERS_KEPT``): formatting the bytes costs ~960 instructions, a look-up ~80."""
+    if turn < len(_markers):
+        return _markers[turn]
+    line = b'{"type":"turn_completed","turn":%d}\n' % turn
+    if turn < MARKERS_KEPT:
+        while len(_markers) < turn:  # a writer that starts past the others (rare)
+            _markers.append(b'{"type":"turn_completed","turn":%d}\n' % len(_markers))
+        _markers.append(line)
+    return line
+
+
 _open_writers: OrderedDict[int, TranscriptWriter] = OrderedDict()
 """Writers holding an open descriptor, least recently written first (by ``id``)."""
 
@@ -134,9 +154,9 @@ class TranscriptWriter:
             return
         if self._closed:
             raise ValueError(f"{self.path}: transcript writer is closed")
-        self._turns += 1
+        turn = self._turns = self._turns + 1
         pending = self._pending
-        pending.append(b'{"type":"turn_completed","turn":%d}\n' % self._turns)
+        pending.append(_markers[turn] if turn < len(_markers) else _marker(turn))
         data = b"\n".join(pending)  # one copy of the turn's lines, however long its results
         self._pending = []
         if self._fd < 0:  # closed to stay within the descriptor budget: open it again
