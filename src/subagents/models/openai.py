@@ -411,9 +411,15 @@ class ChunkAssembler:
         return skip
 
     def _learn(self, rest: bytes, chunk: dict[str, Any], *, started: bool) -> None:
-        """Make ``chunk`` (``skip + rest``) the run template if it only adds a string: text,
-        or one call's arguments (``_template``); else, when it ``started`` a tool call, that
-        call's arguments' template the last stream used, if any."""
+        """When ``chunk`` ``started`` a tool call, the template the last stream used for that
+        call's arguments, if any; else make ``chunk`` (``skip + rest``) the run template if it
+        only adds a string: text, or one call's arguments (``_template``). (A call's first
+        chunk carries its id and name, which no template may: it is not tried as one. Learning
+        less only means parsing more.)"""
+        if started:
+            last = next(reversed(self.calls))
+            self._use(last, _RECENT.get(last))
+            return
         found = _template(rest, chunk)
         if found is not None:
             head, suffix, call = found
@@ -421,9 +427,6 @@ class ChunkAssembler:
                 _RECENT.clear()
             _RECENT[call] = head, suffix
             self._use(call, (head, suffix))
-        elif started:
-            call = next(reversed(self.calls))
-            self._use(call, _RECENT.get(call))
 
     def _use(self, call: int | None, template: tuple[bytes, bytes] | None) -> None:
         """Read runs by ``template`` (``(head, suffix)``, proven) after the proven opening."""
@@ -572,13 +575,13 @@ def _template(rest: bytes, chunk: dict[str, Any]) -> tuple[bytes, bytes, int | N
     whose data came over two ``data:`` lines holds an LF, and a later record written as its
     bytes is two lines, the second no data line
     (``test_an_openai_template_learnt_from_two_lines_is_not_read_from_one``)."""
-    if rest.find(b"\n") >= 0:
-        return None
     choices = chunk.get("choices")
     if type(choices) is not list or len(choices) != 1 or chunk.get("usage"):
         return None
     choice = choices[0]
     if type(choice) is not dict or choice.get("index", 0) != 0 or choice.get("finish_reason"):
+        return None
+    if rest.find(b"\n") >= 0:
         return None
     delta = choice.get("delta")
     if type(delta) is not dict:
