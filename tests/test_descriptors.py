@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 CHILDREN = 200
 LIMIT = 150
@@ -195,3 +196,77 @@ def test_many_children_running_tools_wait_for_descriptors_instead_of_failing(
         "grep_ok": children,
         "emfile": 0,
     }, proc.stderr[-3000:]
+
+
+def _open_temp_files() -> int:
+    import os
+
+    count = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{name}").endswith(".tmp")
+        except OSError:
+            pass
+    return count
+
+
+def test_records_waiting_for_a_slow_sync_round_share_one_descriptor(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """While a sync round is slow (a busy disk, a loaded machine), each loop iteration that
+    stages a record write makes a commit of its own; they wait for the next round, and each
+    kept its temp file open until then — 58 at once among the 200 children above, which under
+    load took the run past its 150 descriptors. One open descriptor per file system serves the
+    round's ``syncfs``; the others are closed as the commits wait."""
+    import asyncio
+    import os
+    import threading
+
+    from subagents.state import ProjectState
+    from subagents.store import FileStore, atomic
+    from subagents.store import pipeline as pipeline_module
+    from subagents.store.durable import DurableRecords
+    from subagents.store.writer import DurableWriter
+    from subagents.testing.store_conformance import make_record
+
+    if not atomic.needs_sync(os.stat(tmp_path).st_dev):
+        import pytest
+
+        pytest.skip("the test folder is on a RAM file system: commits take no sync round")
+    gate, real = threading.Event(), pipeline_module.sync_round
+
+    def slow_round(*commits: Any) -> None:
+        gate.wait(timeout=30)
+        real(*commits)
+
+    monkeypatch.setattr(pipeline_module, "sync_round", slow_round)
+    project = "/srv/descriptor-project"
+    store = FileStore(ProjectState(home=tmp_path / "home", project=Path(project)))
+    writer = DurableWriter(name="test-descriptors")
+    durable = DurableRecords(
+        store=store, writer=writer, session_id="session-1", project_path=project
+    )
+    ids = [f"a{i:08d}" for i in range(30)]
+
+    async def run() -> int:
+        first = durable.started(make_record("a99999999", project_path=project))
+        await asyncio.sleep(0)  # its round starts, and waits for the gate
+        starts = []
+        for agent_id in ids:  # one commit per loop iteration, all waiting for the next round
+            starts.append(durable.started(make_record(agent_id, project_path=project)))
+            await asyncio.sleep(0)
+        waiting = _open_temp_files()
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(first, *starts), timeout=30)
+        await durable.drain()
+        return waiting
+
+    try:
+        waiting = asyncio.run(run())
+    finally:
+        gate.set()
+        durable.close()
+        writer.close()
+    assert waiting <= 2, waiting  # the round's own commit's and one for the thirty waiting
+    assert _open_temp_files() == 0
+    assert all(store.get(agent_id).status == "running" for agent_id in ids)  # type: ignore[union-attr]
