@@ -56,8 +56,7 @@ def started(records: DurableRecords, job: AgentJob, state: TaskState) -> None:
     )
     if template is not None:
         values = from_template(template, job, state)
-        record: SidecarRecord = new_frozen(SidecarRecord, values)
-        records.started(record, template.encode(values))
+        records.started(template.record(values), template.encode(values))
         return
     record = build_record(
         job,

@@ -145,6 +145,15 @@ class RunningTemplate:
         self._ended = _run(form, _ENDED_RUN)
         self._flags = _run(form, _FLAGS_RUN)
 
+    def record(self, values: dict[str, Any]) -> SidecarRecord:
+        """The record whose own dict is ``values``: a copy of ``self.values`` with the child's
+        own fields set, so it names every field in field order (checked when the template was
+        made) — ``frozen.new_frozen``'s every-field path without its check of the
+        keys, ~5 k instructions a child."""
+        record = object.__new__(SidecarRecord)
+        object.__setattr__(record, "__dict__", values)  # frozen: set at once, as new_frozen does
+        return record
+
     def encode(self, values: dict[str, Any]) -> bytes | None:
         """``encode_record`` of the record made from ``values`` (a copy of ``self.values`` with
         the child's own fields set); None when ``orjson`` refuses one of them (a lone
