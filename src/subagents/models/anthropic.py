@@ -184,7 +184,8 @@ def cached_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     others are sent as they are, and nothing changes them): copying every message of a long
     history was a share of each call.
     """
-    out = cast(list[dict[str, Any]], list(messages))
+    # (A quoted type: ``list[dict[str, Any]]`` would build two generic aliases per call.)
+    out = cast("list[dict[str, Any]]", list(messages))
     if not out:
         return out
     last = out[-1] = dict(out[-1])
@@ -478,7 +479,7 @@ class StreamAssembler:
         # An empty text block is legal in a response but rejected when sent back next turn.
         blocks = self.blocks
         content = cast(
-            list[ContentBlock],
+            "list[ContentBlock]",  # quoted: no generic alias built per call
             [
                 block
                 for block in map(blocks.__getitem__, sorted(blocks))
