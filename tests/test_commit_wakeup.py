@@ -222,3 +222,50 @@ def test_rounds_keep_their_order_with_and_without_the_eventfd(
         writer.close()
     assert seen == [f"a0000001{i}" for i in range(5)]
     assert all(store.get(f"a0000001{i}").status == "completed" for i in range(5))  # type: ignore[union-attr]
+
+
+def test_a_round_of_renames_only_syncs_their_folder_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three commits renamed in one round and nothing staged with them (no descriptor left for
+    a ``syncfs``): one directory ``fsync`` for the three, not one per commit."""
+    _on_a_disk(tmp_path)
+    gate, real = threading.Event(), pipeline_module.sync_round
+    folder_syncs: list[str] = []
+    real_fsync_dir = atomic.fsync_dir
+
+    def gated(*commits: Any) -> None:
+        gate.wait(timeout=30)
+        real(*commits)
+
+    def counted(path: str | Path) -> None:
+        folder_syncs.append(str(path))
+        real_fsync_dir(path)
+
+    monkeypatch.setattr(pipeline_module, "sync_round", gated)
+    monkeypatch.setattr(atomic, "fsync_dir", counted)
+    store = FileStore(ProjectState(home=tmp_path / "home", project=Path(PROJECT)))
+    writer = DurableWriter(name="test-wakeup-renames")
+    durable = _records(store, writer)
+    ids = ["a00000021", "a00000022", "a00000023"]
+
+    async def run() -> None:
+        first = durable.started(make_record(ids[0], project_path=PROJECT))
+        await asyncio.sleep(0)  # round 1 (its data) waits for the gate
+        later = []
+        for agent_id in ids[1:]:  # two commits of their own, waiting for round 2
+            later.append(durable.started(make_record(agent_id, project_path=PROJECT)))
+            await asyncio.sleep(0)
+        gate.set()  # round 2: the two's data and the first's rename; round 3: the two's renames
+        await asyncio.wait_for(asyncio.gather(first, *later), timeout=30)
+        await durable.drain()
+
+    try:
+        asyncio.run(run())
+    finally:
+        gate.set()
+        durable.close()
+        writer.close()
+    assert [s.status if s else None for s in map(store.get, ids)] == ["running"] * 3
+    agents = str(store.sidecar_path(ids[0]).parent)  # type: ignore[union-attr]
+    assert folder_syncs.count(agents) == 1, folder_syncs

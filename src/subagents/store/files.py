@@ -154,6 +154,21 @@ class FileCommit:
             self.errors[i] = error
 
 
+def sync_renamed_together(commits: Sequence[FileCommit]) -> None:
+    """On a thread: ``sync_renamed`` of several commits at once, one directory ``fsync`` per
+    folder among them all. A sync round with renames only (no staged descriptor left for a
+    ``syncfs``) opened, ``fsync``-ed and closed the folder once per commit — the same agents
+    folder each time, as a rule; one ``fsync`` after all their renames makes each durable, and
+    a failure fails every write renamed into that folder, as it would have failed each."""
+    staged = [write for commit in commits for write in commit.staged]
+    errors = [commit.errors[i] for commit in commits for i in commit._staged_index]
+    sync_renamed(staged, errors)
+    outcomes = iter(errors)
+    for commit in commits:
+        for i in commit._staged_index:
+            commit.errors[i] = next(outcomes)
+
+
 def _signature(info: os.stat_result) -> Signature:
     return (info.st_ino, info.st_mtime_ns, info.st_size)
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from subagents.store.atomic import release_fd, syncfs_once
 from subagents.store.capabilities import OwnerCommit
-from subagents.store.files import FileCommit
+from subagents.store.files import FileCommit, sync_renamed_together
 from subagents.store.writer import DurableWriter
 
 log = logging.getLogger(__name__)
@@ -269,14 +269,19 @@ def _eventfd_notify() -> Callable[[int], object] | None:
 
 def sync_round(fresh: Sequence[OwnerCommit], renamed: Sequence[OwnerCommit]) -> None:
     """On the writer thread: make the data of ``fresh`` and the publications of ``renamed``
-    durable — file commits sharing a file system with one ``syncfs`` (two or more items),
-    anything else commit by commit."""
+    durable — file commits sharing a file system with one ``syncfs`` (two or more items), else
+    the data commit by commit and the renames of file commits with one directory ``fsync`` per
+    folder among them all (anything else commit by commit)."""
     if _syncfs_together(fresh, renamed):
         return
     for commit in fresh:
         commit.sync()
+    file_commits = [commit for commit in renamed if isinstance(commit, FileCommit)]
+    if len(file_commits) > 1:
+        sync_renamed_together(file_commits)
     for commit in renamed:
-        commit.sync_renamed()
+        if len(file_commits) < 2 or not isinstance(commit, FileCommit):
+            commit.sync_renamed()
 
 
 def _syncfs_together(fresh: Sequence[OwnerCommit], renamed: Sequence[OwnerCommit]) -> bool:
