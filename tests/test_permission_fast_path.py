@@ -140,6 +140,8 @@ async def test_an_ask_rule_asks_for_a_read_only_call(
     )
     assert [r.tool_name for r in asked] == ["Read"]
     assert str(secret) in asked[0].subject
+    # The prompt names the call it asks for, after a call allowed at once in the same turn.
+    assert asked[0].tool_use_id == blocks[1]["tool_use_id"] != blocks[0]["tool_use_id"]
     assert "fine to read" in blocks[0]["content"]
     assert blocks[1].get("is_error") and "denied by the user" in blocks[1]["content"]
 

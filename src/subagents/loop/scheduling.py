@@ -256,17 +256,19 @@ async def _execute(
     extra_context = ""
     step = "permission check"
     tool_use_id = block["id"]
-    # Read by a permission prompt and a denial record (``permissions.checker``), which only run
-    # inside this window; not reset after it (one call less per tool call): the next check in
-    # this context sets it first, as every check does.
-    CURRENT_TOOL_USE_ID.set(tool_use_id)
     try:
+        # ``CURRENT_TOOL_USE_ID`` is read by a permission prompt and a denial record
+        # (``permissions.checker``), which only run inside an awaited check: it is set before
+        # each (a ``ContextVar.set`` is ~790 instructions: not for a call allowed at once) and
+        # not reset after it, since the next awaited check in this context sets it first.
         if ctx.hooks is None:  # no hook to consult: straight to the rules (one await less)
             if _allowed_at_once(tool, args, ctx):
                 denial = None
             else:
+                CURRENT_TOOL_USE_ID.set(tool_use_id)
                 args, denial = await _check_rules(tool, args, ctx)
         else:
+            CURRENT_TOOL_USE_ID.set(tool_use_id)
             args, denial, extra_context = await _authorize(tool, args, block, ctx)
         if denial is not None:
             return _error(block, denial)
