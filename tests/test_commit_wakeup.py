@@ -269,3 +269,30 @@ def test_a_round_of_renames_only_syncs_their_folder_once(
     assert [s.status if s else None for s in map(store.get, ids)] == ["running"] * 3
     agents = str(store.sidecar_path(ids[0]).parent)  # type: ignore[union-attr]
     assert folder_syncs.count(agents) == 1, folder_syncs
+
+
+def test_a_forked_process_closing_its_copy_leaves_the_parents_wakeup(tmp_path: Path) -> None:
+    """The loop's epoll instance is shared across ``fork``: a child that closed the records it
+    inherited must not unregister the parent's wake-up, or the parent's next round would never
+    come back to its loop."""
+    _on_a_disk(tmp_path)
+    store = FileStore(ProjectState(home=tmp_path / "home", project=Path(PROJECT)))
+    writer = DurableWriter(name="test-wakeup-fork")
+    durable = _records(store, writer)
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(_child(durable, "a00000031"))
+        pid = os.fork()
+        if pid == 0:  # the child: close what it inherited, and leave at once
+            try:
+                durable.close()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        second = asyncio.wait_for(_child(durable, "a00000032"), timeout=20)
+        loop.run_until_complete(second)  # times out if the child unregistered it
+    finally:
+        durable.close()
+        writer.close()
+        loop.close()
+    assert [store.get(i).status for i in ("a00000031", "a00000032")] == ["completed"] * 2  # type: ignore[union-attr]

@@ -200,6 +200,7 @@ class _Wake:
         self._notify = notify
         self._pending: Round | None = None
         self._close_fd = weakref.finalize(self, os.close, fd)  # runs once, whichever comes first
+        self._pid = os.getpid()
 
     @classmethod
     def open(cls, loop: asyncio.AbstractEventLoop, pipeline: CommitPipeline) -> _Wake | None:
@@ -236,8 +237,10 @@ class _Wake:
             pipeline._end_round(*finished)
 
     def close(self) -> None:
-        """Unregister and close the descriptor (on the loop's thread)."""
-        if self._close_fd.alive and not self._loop.is_closed():
+        """Unregister and close the descriptor (on the loop's thread). In a process forked from
+        the loop's, only its own copy of the descriptor is closed: the epoll instance is shared
+        with the parent, and unregistering there would take the parent's wake-up away."""
+        if self._close_fd.alive and self._pid == os.getpid() and not self._loop.is_closed():
             self._loop.remove_reader(self._fd)
         self._close_fd()
 
