@@ -355,6 +355,9 @@ class ScriptedModel:
     # building the answer
 
     def _serve(self, state: _AgentState, turn: Turn, request: ModelRequest) -> MessageDone:
+        """The answer to ``request``: the turn's text and tool calls, and its usage (the
+        turn's own, or the prompt-cache estimate). One method for the whole answer (its tool
+        uses and usage were two more calls): this runs for every call."""
         ctx: RenderContext | None = None
         if turn.captures or turn.needs_context:
             ctx = RenderContext(
@@ -375,14 +378,36 @@ class ScriptedModel:
                 text = text.render(ctx)
             content.append({"type": "text", "text": text})
             chars += len(text)
-        chars += self._add_tool_uses(content, turn, state, ctx)
-        if not content:
+        calls = turn.calls
+        if calls:
+            prefix = f"toolu_{state.agent_id}_{state.served - 1}_"
+            for index, call in enumerate(calls):
+                if call.render is None:
+                    tool_input = dict(call.input)
+                    chars += call.chars
+                else:
+                    assert ctx is not None
+                    tool_input = call.render(ctx)
+                    chars += len(call.name) + json_chars(tool_input)
+                content.append(
+                    {
+                        "type": "tool_use",
+                        "id": f"{prefix}{index}",
+                        "name": call.name,
+                        "input": tool_input,
+                    }
+                )
+        elif not content:
             content.append({"type": "text", "text": ""})
-        usage = self._usage(turn, state, request, chars)
         message: Message = {"role": "assistant", "content": content}
-        if turn.usage is None:  # estimating: the next request counts this answer
-            prefix = state.prefix
-            prefix.answer, prefix.answer_chars = message, chars
+        if turn.usage is not None:
+            usage = Usage(**turn.usage)
+        else:
+            # The estimate counts the request first (with the last answer, whose characters
+            # were counted as it was built), then keeps this answer for the next request.
+            agent_prefix = state.prefix
+            usage = _estimate(agent_prefix.input_chars(request, self._cache), chars)
+            agent_prefix.answer, agent_prefix.answer_chars = message, chars
         # ``MessageDone(message=..., ...)`` with its fields set directly: a class called with
         # keywords packs them into a dict and unpacks it for ``__init__`` (~4,300 instructions
         # against ~1,300, callgrind); every field is set
@@ -391,50 +416,9 @@ class ScriptedModel:
         done.type = "message_done"
         done.message = message
         done.usage = usage
-        done.stop_reason = "tool_use" if turn.calls else "end_turn"
+        done.stop_reason = "tool_use" if calls else "end_turn"
         done.model = self.name
         return done
-
-    @staticmethod
-    def _add_tool_uses(
-        content: list[ContentBlock], turn: Turn, state: _AgentState, ctx: RenderContext | None
-    ) -> int:
-        chars = 0
-        prefix = f"toolu_{state.agent_id}_{state.served - 1}_"
-        for index, call in enumerate(turn.calls):
-            if call.render is None:
-                tool_input = dict(call.input)
-                chars += call.chars
-            else:
-                assert ctx is not None
-                tool_input = call.render(ctx)
-                chars += len(call.name) + json_chars(tool_input)
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": f"{prefix}{index}",
-                    "name": call.name,
-                    "input": tool_input,
-                }
-            )
-        return chars
-
-    def _usage(self, turn: Turn, state: _AgentState, request: ModelRequest, chars: int) -> Usage:
-        if turn.usage is not None:
-            return Usage(**turn.usage)
-        input_chars, shared_chars = state.prefix.input_chars(request, self._cache)
-        total = input_chars // 4 or 1  # at least one token (no ``max``: this runs every call)
-        read = shared_chars // 4
-        if read > total:
-            read = total
-        rest = total - read
-        written = rest if rest >= CACHE_WRITE_MIN_TOKENS else 0
-        usage = _new(Usage)  # ``Usage(input_tokens=..., ...)`` without the keyword round trip
-        usage.input_tokens = rest - written
-        usage.output_tokens = chars // 4 or 1
-        usage.cache_creation_input_tokens = written
-        usage.cache_read_input_tokens = read
-        return usage
 
     # recording
 
@@ -493,6 +477,26 @@ def _compaction_key(meta: RequestMetadata) -> str:
     """Each compaction of an agent binds on its own (its retries share it), never to the
     agent's own entry and state (SPEC §20)."""
     return f"{meta.agent_id}\x00compaction {meta.compaction}"
+
+
+def _estimate(counted: tuple[int, int], answer_chars: int) -> Usage:
+    """The usage of a call whose request has ``counted`` = (characters, characters of its
+    longest already-served prefix) and whose answer has ``answer_chars``: tokens are
+    characters / 4, the served prefix is read from the cache, a long new rest is written to it
+    (``CACHE_WRITE_MIN_TOKENS``), a short one is plain input."""
+    input_chars, shared_chars = counted
+    total = input_chars // 4 or 1  # at least one token (no ``max``: this runs every call)
+    read = shared_chars // 4
+    if read > total:
+        read = total
+    rest = total - read
+    written = rest if rest >= CACHE_WRITE_MIN_TOKENS else 0
+    usage = _new(Usage)  # ``Usage(input_tokens=..., ...)`` without the keyword round trip
+    usage.input_tokens = rest - written
+    usage.output_tokens = answer_chars // 4 or 1
+    usage.cache_creation_input_tokens = written
+    usage.cache_read_input_tokens = read
+    return usage
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
