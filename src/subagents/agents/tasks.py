@@ -176,7 +176,8 @@ class TaskRegistry:
         ``task_id`` lets a child agent's task carry the agent's own (already drawn) id."""
         if type not in TASK_TYPES:
             raise ValueError(f"Unknown task type {type!r}; expected one of {sorted(TASK_TYPES)}")
-        self.evict_expired()
+        if self._ended:  # (nothing has ended: no call, no clock read — a swarm's launches)
+            self.evict_expired()
         if task_id is not None and (not ids.is_valid_id(task_id) or task_id in self._tasks):
             raise ValueError(f"task id {task_id!r} is malformed or already registered")
         task_id = task_id or self._fresh_id(type)
