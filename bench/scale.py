@@ -17,7 +17,8 @@
   writes, the grouping of notifications — a few per cent; ``--pinned`` turns the first two
   off, for counts and callgrind runs that compare trees on a loaded machine); ``--instructions``:
   callgrind instructions per child and per model call of one measured run after a warm-up
-  (pinned as ``--pinned``; only the measured run is counted), the figure load cannot move.
+  (pinned as ``--pinned``; only the measured run is counted, with the threads it starts: all
+  threads and the main thread alone), the figure load cannot move.
 * ``forks`` — a parent runs P turns (default 50) of tool calls, then forks F children (default 20)
   in one response. Reported: the fraction of the forks' input tokens that the scripted model's
   prefix cache served (cache reads / all input tokens of fork requests), which is what a

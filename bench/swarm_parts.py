@@ -5,7 +5,8 @@ function on a background child's path — is wrapped so it runs inside its own r
 function (``itertools.starmap``'s ``starmap_next``, ``filterfalse_next``, ...): the Python
 frames all look alike to callgrind, the C functions do not, so one run gives each part's
 inclusive count (``callgrind_annotate --inclusive=yes``). Only the measured run after the
-warm-up is collected (``--toggle-collect`` on ``functools.reduce``, as ``scale.py``), and
+warm-up is collected (``--toggle-collect`` on ``functools.reduce``, as ``scale.py``; the whole
+with the threads it starts, the parts from the main thread's profile), and
 ``PYTHONHASHSEED`` is fixed. A part's count includes any garbage collection that landed in it
 (pass ``--gc-off`` to take the collector out of every part and of the whole).
 
