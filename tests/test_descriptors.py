@@ -15,6 +15,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 CHILDREN = 200
 LIMIT = 150
 
@@ -270,3 +272,30 @@ def test_records_waiting_for_a_slow_sync_round_share_one_descriptor(
     assert waiting <= 2, waiting  # the round's own commit's and one for the thirty waiting
     assert _open_temp_files() == 0
     assert all(store.get(agent_id).status == "running" for agent_id in ids)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("soft", [200, 256, 1024, 4096])
+def test_the_transcripts_and_the_process_slots_fit_in_the_limit(
+    soft: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process slots are what the limit leaves beside the transcripts' budget and the
+    reserve. They were counted beside a quarter of the limit, while under 256 the transcripts
+    keep their minimum of 64 open: at 200, 64 + 10 slots x 8 + 64 = 208 descriptors."""
+    import resource
+
+    from subagents import descriptors
+    from subagents.store import transcript
+
+    def budgets() -> tuple[int, int]:
+        transcript.max_open_transcripts.cache_clear()
+        descriptors.max_processes.cache_clear()
+        return transcript.max_open_transcripts(), descriptors.max_processes()
+
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (soft, soft))
+    try:
+        transcripts, slots = budgets()
+    finally:
+        monkeypatch.undo()
+        budgets()  # the real limit's again, for the rest of this process
+    assert transcripts + slots * descriptors.PROCESS_COST + descriptors.RESERVE <= soft
+    assert transcripts == max(64, soft // 4) and slots >= descriptors.MIN_SLOTS

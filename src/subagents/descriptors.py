@@ -3,7 +3,8 @@
 Five hundred children under the common limit of 1,024 open files made 82 of their Bash calls
 fail with "Too many open files": each running shell holds its output pipe, and each spawn needs
 a few more for a moment (the exec error pipe, ``/dev/null`` for stdin, a hook's three pipes).
-The transcripts already keep to a quarter of the limit (``store.transcript``); what is left,
+The transcripts keep to their own budget (``max_open_transcripts``: a quarter of the limit, at
+least 64, which ``store.transcript`` keeps open); what is left,
 less a reserve for everything else (sidecar writes, sockets, the files tools read), is shared by
 the processes this runtime starts — Bash commands, hooks, ``rg`` — each counted at
 ``PROCESS_COST`` descriptors for as long as it runs. A process beyond the budget waits its turn
@@ -41,18 +42,48 @@ _slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] 
 )
 
 
+MIN_OPEN_TRANSCRIPTS = 64
+"""At least this many transcript files stay open at once, process-wide."""
+
+
 @functools.cache
-def max_processes() -> int:
-    """How many started processes may run at once in this process (see the module docstring)."""
+def max_open_transcripts() -> int:
+    """How many transcript files stay open at once: a quarter of the open-file limit (at least
+    ``MIN_OPEN_TRANSCRIPTS``). A thousand children running at once would otherwise hold a
+    thousand descriptors (the common soft limit is 1,024, and sidecar writes and shells need
+    some too); past the budget the least recently written one is closed and reopened at its
+    next flush (``store.transcript``). Read once, after the CLI has lifted its soft limit."""
+    soft = _soft_limit()
+    if soft is None:
+        return MIN_OPEN_TRANSCRIPTS
+    if soft < 0:  # no limit
+        return 4096
+    return max(MIN_OPEN_TRANSCRIPTS, soft // 4)
+
+
+def _soft_limit() -> int | None:
+    """The soft open-file limit, -1 when there is none, None when it cannot be read."""
     try:
         import resource
 
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (ImportError, ValueError, OSError):
+        return None
+    return -1 if soft == resource.RLIM_INFINITY else soft
+
+
+@functools.cache
+def max_processes() -> int:
+    """How many started processes may run at once in this process (see the module docstring):
+    what the limit leaves beside the transcripts' budget and ``RESERVE``, ``PROCESS_COST``
+    descriptors each (the transcripts' budget, not a quarter of the limit: under 256 it is
+    their minimum of 64, more than a quarter)."""
+    soft = _soft_limit()
+    if soft is None:
         return 64
-    if soft == resource.RLIM_INFINITY:
+    if soft < 0:
         return 1024
-    usable = soft - soft // 4 - RESERVE  # a quarter is the transcripts' (store.transcript)
+    usable = soft - max_open_transcripts() - RESERVE
     return max(MIN_SLOTS, usable // PROCESS_COST)
 
 

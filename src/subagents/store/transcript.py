@@ -15,7 +15,6 @@ that applies them, for ``read_messages`` and for crash recovery (``agents.transc
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from collections import OrderedDict
@@ -25,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from subagents.descriptors import max_open_transcripts
 from subagents.json_codec import dumps
 from subagents.messages import ContentBlock, Message
 from subagents.state import ensure_private_dir
@@ -61,28 +61,6 @@ def _write_rest(fd: int, data: bytes, written: int) -> None:
     view = memoryview(data)[written:]
     while view:
         view = view[os.write(fd, view) :]
-
-
-MIN_OPEN_TRANSCRIPTS = 64
-"""At least this many transcript files stay open at once, process-wide."""
-
-
-@functools.cache
-def max_open_transcripts() -> int:
-    """How many transcript files stay open at once: a quarter of the open-file limit (at least
-    ``MIN_OPEN_TRANSCRIPTS``). A thousand children running at once would otherwise hold a
-    thousand descriptors (the common soft limit is 1,024, and sidecar writes and shells need
-    some too); past the budget the least recently written one is closed and reopened at its
-    next flush. Read once, after the CLI has lifted its soft limit."""
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (ImportError, ValueError, OSError):
-        return MIN_OPEN_TRANSCRIPTS
-    if soft == resource.RLIM_INFINITY:
-        return 4096
-    return max(MIN_OPEN_TRANSCRIPTS, soft // 4)
 
 
 MARKERS_KEPT = 1024
