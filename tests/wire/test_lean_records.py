@@ -457,6 +457,13 @@ def test_the_pieces_are_read_without_the_decoder_when_each_ends_its_record() -> 
     openai = _CountingOpenAI()
     openai.feed_pieces(_chunks_of(OPENAI["worker note"]), Decoder())
     assert openai.runs == [7, 3]
+    # A body not chunked comes as one piece per read, of many records: read by runs too.
+    anthropic = _CountingAnthropic()
+    anthropic.feed_pieces([ANTHROPIC["worker note"]], Decoder())
+    assert anthropic.runs == [8, 5]
+    openai = _CountingOpenAI()
+    openai.feed_pieces([OPENAI["worker note"]], Decoder())
+    assert openai.runs == [8, 4]
 
 
 def test_a_piece_that_ends_its_records_is_read_as_the_decoder_reads_it() -> None:

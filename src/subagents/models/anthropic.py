@@ -371,10 +371,9 @@ class StreamAssembler:
                 records = piece_records(item)
                 if records is None:
                     return at
-                for record in records:
-                    event = parse_record(record)
-                    if event is not None:
-                        self._feed_event(event[0], event[1], shown)
+                # Its records as the decoder's would be read (runs and look-ups too: a body
+                # not chunked is one piece per read, of many records)
+                self._read(records, shown, False)
             prefix, size = self.run_prefix, len(self.run_prefix)
         if run:
             self._apply_run(run, shown, ended)

@@ -340,10 +340,9 @@ class ChunkAssembler:
                 records = piece_records(item)
                 if records is None:
                     return at  # (no run is pending: a run ends before any other record)
-                for record in records:
-                    event = parse_record(record)
-                    if event is not None:
-                        self._feed_data(event[1], shown)
+                # Its records as the decoder's would be read (runs and look-ups too: a body
+                # not chunked is one piece per read, of many records)
+                self._read(records, shown, False)
             if self.run_prefix is not prefix:  # (``_use`` sets both)
                 prefix, suffix = self.run_prefix, self.run_suffix + blank
                 size, tail = len(prefix), -len(suffix)
