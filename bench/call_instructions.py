@@ -16,6 +16,10 @@ calls, i.e. the per-call path alone (no child starts, ends or writes a record in
     PYTHONPATH=/other/tree/src python bench/call_instructions.py
 
 ``--durability off`` turns transcripts and sidecars off (``transcripts`` keeps transcripts).
+``--alone`` counts the main agent alone with K (and 2K) Note turns and no children, and
+``--gc-off`` turns the collector off in the runs: with both (and ``--durability transcripts``)
+two runs of one tree agree within ~0.1 k per call, where the fan-out's differ by ±1-2 k, so a
+cut of a few hundred instructions shows (docs/performance.md, session 12).
 ``--part module:Class.method`` (up to eight, plain functions only) also gives each part's
 inclusive instructions per model call, average and marginal (main thread): each is wrapped in a
 C function of its own, as ``swarm_parts.py`` does. A wrapper adds ~2-2.5 k per call to its
@@ -31,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import gc
 import json
 import os
 import re
@@ -38,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -87,7 +92,17 @@ def _run_bootstrap(bootstrap: Callable[[threading.Thread], None], thread: thread
     return bootstrap
 
 
-def measured(n: int, k: int, runs: int, durability: str, parts: list[str]) -> None:
+def alone_script(k: int) -> dict[str, Any]:
+    """The main agent alone: ``k`` turns calling the bench's Note tool, then an answer."""
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "Note", "input": {"text": f"step {j}"}}]} for j in range(k)
+    ]
+    return {"agents": [{"agent_type": "main", "turns": [*turns, {"text": "done"}]}]}
+
+
+def measured(
+    n: int, k: int, runs: int, durability: str, parts: list[str], alone: bool, gc_off: bool
+) -> None:
     """Inside valgrind: a warm-up fan-out, then ``runs`` counted ones; prints the model calls
     (and the wrapped parts' C functions)."""
     sys.path.insert(0, str(HERE))
@@ -99,6 +114,10 @@ def measured(n: int, k: int, runs: int, durability: str, parts: list[str]) -> No
 
     bench.durability = durability
     script, _, config = bench.workload_of("fanout", 0, n, k)
+    if alone:
+        script = alone_script(k)
+    if gc_off:
+        gc.disable()  # (the runtime then neither freezes nor tunes the collector)
 
     def one(calls: int, folder: Path) -> int:
         # The model and definitions are made before the counted window, as bench.py's clock
@@ -121,19 +140,21 @@ def measured(n: int, k: int, runs: int, durability: str, parts: list[str]) -> No
         print("model calls", counted_reduce(one, folders[1:], 0), flush=True)
 
 
-def count(n: int, k: int, runs: int, durability: str) -> tuple[Counts, int]:
+def count(
+    n: int, k: int, runs: int, durability: str, flags: Sequence[str] = ()
+) -> tuple[Counts, int]:
     """(instructions, model calls) of ``runs`` fan-outs of ``n`` x ``k``."""
     sizes = [f"--n={n}", f"--k={k}", f"--runs={runs}", f"--durability={durability}"]
-    return counted([__file__, "--inside", *sizes])
+    return counted([__file__, "--inside", *sizes, *flags])
 
 
 def count_parts(
-    n: int, k: int, runs: int, durability: str, parts: list[str]
+    n: int, k: int, runs: int, durability: str, parts: list[str], flags: Sequence[str] = ()
 ) -> tuple[Counts, int, dict[str, int]]:
     """``count``, and each part's inclusive instructions (by ``--part`` name, main thread)."""
     from swarm_parts import inclusive_counts
 
-    sizes = [f"--n={n}", f"--k={k}", f"--runs={runs}", f"--durability={durability}"]
+    sizes = [f"--n={n}", f"--k={k}", f"--runs={runs}", f"--durability={durability}", *flags]
     with tempfile.TemporaryDirectory(prefix="call-parts-") as tmp:
         script = [__file__, "--inside", *sizes, *(f"--part={part}" for part in parts)]
         instructions, stdout = under_callgrind(script, keep=tmp)
@@ -212,21 +233,29 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="module:function or module:Class.method whose instructions to count too",
     )
+    parser.add_argument(
+        "--alone",
+        action="store_true",
+        help="the main agent alone with K Note turns (no children: a steadier marginal call)",
+    )
+    parser.add_argument("--gc-off", action="store_true", help="the collector off in the runs")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.inside:
-        measured(args.n, args.k, args.runs, args.durability, args.part)
+        measured(args.n, args.k, args.runs, args.durability, args.part, args.alone, args.gc_off)
         return 0
+    flags = [*(["--alone"] if args.alone else []), *(["--gc-off"] if args.gc_off else [])]
     if args.part:
-        return print_parts(args.n, args.k, args.runs, args.durability, args.part)
-    base, base_calls = count(args.n, args.k, args.runs, args.durability)
-    more, more_calls = count(args.n, 2 * args.k, args.runs, args.durability)
+        return print_parts(args.n, args.k, args.runs, args.durability, args.part, flags)
+    base, base_calls = count(args.n, args.k, args.runs, args.durability, flags)
+    more, more_calls = count(args.n, 2 * args.k, args.runs, args.durability, flags)
     extra = more_calls - base_calls
+    what = f"main agent alone, {args.k} turns" if args.alone else f"fanout {args.n}x{args.k}"
     print(
-        f"fanout {args.n}x{args.k} durability={args.durability}, all threads: "
+        f"{what} durability={args.durability}{' gc off' if args.gc_off else ''}, all threads: "
         f"{base.all / base_calls:,.0f} instructions per model call (average), "
         f"{(more.all - base.all) / extra:,.0f} per marginal call "
-        f"({args.n}x{2 * args.k} minus {args.n}x{args.k}); main thread only: "
+        f"({2 * args.k} turns minus {args.k}); main thread only: "
         f"{base.main / base_calls:,.0f} / {(more.main - base.main) / extra:,.0f}; "
         f"other threads (the durable writer, git watchers): "
         f"{base.threads / base_calls:,.0f} / {(more.threads - base.threads) / extra:,.0f}"
@@ -234,9 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def print_parts(n: int, k: int, runs: int, durability: str, parts: list[str]) -> int:
-    base, base_calls, base_parts = count_parts(n, k, runs, durability, parts)
-    more, more_calls, more_parts = count_parts(n, 2 * k, runs, durability, parts)
+def print_parts(
+    n: int, k: int, runs: int, durability: str, parts: list[str], flags: Sequence[str]
+) -> int:
+    base, base_calls, base_parts = count_parts(n, k, runs, durability, parts, flags)
+    more, more_calls, more_parts = count_parts(n, 2 * k, runs, durability, parts, flags)
     extra = more_calls - base_calls
     print(
         f"fanout {n}x{k} durability={durability}, main thread, with the parts wrapped: "
