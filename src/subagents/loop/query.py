@@ -46,6 +46,7 @@ from subagents.loop.scheduling import (
     MAX_CONCURRENT_TOOLS,
     CallResult,
     TurnResults,
+    lone_call,
     run_tool_calls,
 )
 from subagents.messages import (
@@ -336,7 +337,12 @@ class _Loop:
                     continue
                 return "completed", None
             self.turn = turn = TurnResults(calls)
-            await run_tool_calls(turn, self.tool_map, self.ctx, spec.tool_concurrency)
+            if len(calls) == 1:
+                # Awaited here, not inside ``run_tool_calls``: one coroutine frame less. If it
+                # is cancelled, ``run`` fills the missing result (``_settle_interrupted_turn``).
+                turn.results[0] = await lone_call(calls[0], self.tool_map, self.ctx)
+            else:
+                await run_tool_calls(turn, self.tool_map, self.ctx, spec.tool_concurrency)
             self._record_tool_results(turn)
             self.turn = None
             if spec.log is not None:

@@ -167,15 +167,7 @@ async def run_tool_calls(
     try:
         calls = turn.calls
         if len(calls) == 1:
-            # One call (most turns) is a group of its own: no ``PreparedCall`` and no
-            # ``is_concurrency_safe`` question, whose answer only groups calls.
-            block = calls[0]
-            tool, args, error = validated(block, tools)
-            observer = ctx.observer
-            if observer is None:  # ``execute_call``, inlined
-                turn.results[0] = await _execute(block, tool, args, error, ctx)
-            else:
-                turn.results[0] = await _observed_call(observer, block, tool, args, error, ctx)
+            turn.results[0] = await lone_call(calls[0], tools, ctx)
             return
         for group in group_calls(prepare_calls(calls, tools)):
             if len(group) == 1:
@@ -191,6 +183,21 @@ async def run_tool_calls(
         # A call task cancelled on its own (not through us) still owes the model a result; a
         # call awaited here has its result once the await returns.
         turn.fill_cancelled()
+
+
+def lone_call(
+    block: ToolUseBlock, tools: Mapping[str, Tool[Any]], ctx: ToolContext
+) -> Coroutine[Any, Any, CallResult]:
+    """The call of a one-call turn (most turns), to await; what ``run_tool_calls`` runs for it.
+    A lone call is a group of its own: no ``PreparedCall`` and no ``is_concurrency_safe``
+    question, whose answer only groups calls. A plain function that validates the call and
+    picks its coroutine, so the loop awaits the call itself and no frame around it; a call
+    cancelled meanwhile has no result, which the awaiting side fills (``fill_cancelled``)."""
+    tool, args, error = validated(block, tools)
+    observer = ctx.observer
+    if observer is None:  # ``execute_call``, inlined
+        return _execute(block, tool, args, error, ctx)
+    return _observed_call(observer, block, tool, args, error, ctx)
 
 
 async def _run_group(
