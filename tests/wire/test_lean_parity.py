@@ -395,3 +395,81 @@ async def test_openai_first_chunks_read_by_their_bytes_agree_stream_after_stream
         assert lean == sdk
         seen.append(lean[0])
     assert seen == ["done"] * len(variants)
+
+
+def _records(name: str) -> list[bytes]:
+    """A recorded stream's records, each with its blank line: one HTTP chunk each."""
+    return [record + b"\n\n" for record in (RECORDED / name).read_bytes().split(b"\n\n")[:-1]]
+
+
+async def streamed_and_responded(
+    server: WireServer, reply: Reply, build: Any, call: ModelRequest
+) -> list[Any]:
+    """What ``stream`` (deltas and the final event) and ``respond`` (the final event: the
+    lean transport reads the chunks as they came, ``feed_pieces``) give on each transport."""
+    seen: list[Any] = []
+    for transport in ("sdk", "lean"):
+        server.queue(reply)
+        seen.append(await observe(build(transport), call))
+        server.queue(reply)
+        model = build(transport)
+        try:
+            done = await model.respond(call)
+            seen.append((done.message, done.usage, done.stop_reason, done.model))
+        except ModelError as error:
+            seen.append(("error", error.kind, str(error)))
+        finally:
+            await model.aclose()
+    return seen
+
+
+# Chunks a server may send between records: blank lines only, or lines that are no field the
+# SSE reading knows (no ``data``), one of them a JSON string followed by what a run's record
+# ends with. Read as SSE, none of them is anything. Before, ``feed_pieces`` took a chunk that
+# started with the assemblers' "no run" prefix (OpenAI: an LF; Anthropic: a blank line) and
+# ended with a run's end for a run's record: its string became text (Anthropic: the last text
+# block's), or a chunk of a blank line alone failed an assert (OpenAI).
+STRAY_OPENAI = [b"\n\n", b"\n\n\n", b'\n"stray"\n\n', b'\n"x"\n\n\n\n']
+STRAY_ANTHROPIC = [b'\n\n"stray"}}\n\n', b"\n\n\n\n", b'\n\n\n"x"}}\n\n']
+
+
+@pytest.mark.parametrize("stray", STRAY_OPENAI)
+async def test_openai_stray_chunks_before_any_run_read_as_the_sdk_reads_them(
+    wire_server: WireServer, stray: bytes
+) -> None:
+    chunks = _records("openai_text.sse")
+    for at in (0, 1, len(chunks) - 2):
+        reply = Reply(chunks=[*chunks[:at], stray, *chunks[at:]])
+        sdk, sdk_done, lean, lean_done = await streamed_and_responded(
+            wire_server, reply, _openai_build(wire_server), request()
+        )
+        assert sdk[0] == "done"
+        assert (lean, lean_done) == (sdk, sdk_done), (at, stray)
+
+
+@pytest.mark.parametrize("stray", STRAY_ANTHROPIC)
+async def test_anthropic_stray_chunks_where_no_run_is_read_as_the_sdk_reads_them(
+    wire_server: WireServer, stray: bytes
+) -> None:
+    """Where no run is: before the first block, and in a thinking block after a text block
+    (the run's block is then still the text block)."""
+    chunks = _records("anthropic_text.sse")
+    stop = next(i for i, c in enumerate(chunks) if c.startswith(b"event: message_delta"))
+    thinking = [
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":1,'
+        b'"content_block":{"type":"thinking","thinking":""}}\n\n',
+        stray,
+        b'event: content_block_stop\ndata: {"type":"content_block_stop","index":1}\n\n',
+    ]
+
+    def build(transport: Transport) -> AnthropicModel:
+        return AnthropicModel(
+            "claude-x", api_key="k-1", base_url=wire_server.url, transport=transport
+        )
+
+    for body in ([stray, *chunks], [*chunks[:stop], *thinking, *chunks[stop:]]):
+        sdk, sdk_done, lean, lean_done = await streamed_and_responded(
+            wire_server, Reply(chunks=body), build, request()
+        )
+        assert sdk[0] == "done"
+        assert (lean, lean_done) == (sdk, sdk_done), (body, stray)

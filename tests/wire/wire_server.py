@@ -39,6 +39,9 @@ class Reply:
     on its own, so records, lines and CRLFs are split across network reads."""
     text: bytes | None = None
     """A raw body (not JSON), for error responses that are not JSON."""
+    chunks: list[bytes] | None = None
+    """With ``sse`` unset: an SSE body sent as exactly these HTTP chunks (each chunk's data
+    as given, none empty), for chunks that do not hold one record each."""
 
 
 @dataclass(kw_only=True)
@@ -120,7 +123,7 @@ class WireServer:
         self, reply: Reply, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
         """Write ``reply``; False when the connection must not be reused."""
-        if reply.sse is not None:
+        if reply.sse is not None or reply.chunks is not None:
             return await self._send_recorded(reply, writer)
         if reply.events is None:
             payload = reply.text if reply.text is not None else json.dumps(reply.body).encode()
@@ -147,13 +150,16 @@ class WireServer:
         return True
 
     async def _send_recorded(self, reply: Reply, writer: asyncio.StreamWriter) -> bool:
-        assert reply.sse is not None
         head = {"content-type": "text/event-stream; charset=utf-8", **reply.headers}
         writer.write(_head(reply.status, head) + b"transfer-encoding: chunked\r\n\r\n")
-        if reply.piece is not None:
+        if reply.chunks is not None:
+            pieces = reply.chunks
+        elif reply.piece is not None:
+            assert reply.sse is not None
             size = reply.piece
             pieces = [reply.sse[i : i + size] for i in range(0, len(reply.sse), size)]
         else:
+            assert reply.sse is not None
             pieces = [record + b"\n\n" for record in reply.sse.split(b"\n\n")[:-1]]
         for piece in pieces:
             writer.write(_chunk(piece))

@@ -415,8 +415,10 @@ class StreamAssembler:
         exactly that string there. Anything else (a piece that is not a lone string, a LF,
         invalid UTF-8) is fed record by record, failing as it would have (``ended``: each
         record with its blank line, a piece, read by ``_sse.piece_records``, which reads all
-        of it: it ends with ``}}\n\n``)."""
-        parsed = string_run(run)
+        of it: it ends with ``}}\n\n``). With no run (``_NO_RUN``, which no record starts
+        with but a piece may: a chunk's data opening with a blank line) the pieces are no
+        deltas: read as they came, never as strings of the last run's block."""
+        parsed = string_run(run) if self.run_prefix is not _NO_RUN else None
         if parsed is not None:
             values, text = parsed
             index = self.run_index

@@ -301,7 +301,7 @@ class ChunkAssembler:
         items were read."""
         blank = b"\n\n" if ended else b""
         drop = len(blank)
-        prefix, suffix = self.run_prefix, self.run_suffix + blank
+        prefix, suffix = self.run_prefix, _run_end(self.run_suffix, blank)
         size, tail = len(prefix), -len(suffix)
         opening = self.opening
         cut = len(opening)
@@ -315,7 +315,7 @@ class ChunkAssembler:
                 run = []
                 # A run read record by record may have learnt a template (``_learn``): a
                 # later record is matched against the template as it is now.
-                prefix, suffix = self.run_prefix, self.run_suffix + blank
+                prefix, suffix = self.run_prefix, _run_end(self.run_suffix, blank)
                 size, tail = len(prefix), -len(suffix)
             if item[:cut] == opening:
                 finish = _FINISHES.get(item[cut : len(item) - drop])
@@ -344,7 +344,7 @@ class ChunkAssembler:
                 # not chunked is one piece per read, of many records)
                 self._read(records, shown, False)
             if self.run_prefix is not prefix:  # (``_use`` sets both)
-                prefix, suffix = self.run_prefix, self.run_suffix + blank
+                prefix, suffix = self.run_prefix, _run_end(self.run_suffix, blank)
                 size, tail = len(prefix), -len(suffix)
             if self.opening is not opening:
                 opening = self.opening
@@ -535,6 +535,16 @@ class ChunkAssembler:
             stop = "tool_use"
         usage = self.usage if self.usage is not None else Usage()
         return message_done({"role": "assistant", "content": content}, usage, stop, model)
+
+
+def _run_end(suffix: bytes, blank: bytes) -> bytes:
+    """What an item of a run ends with: the template's ``suffix`` and, for a piece, its
+    ``blank`` line. With no template (``suffix`` b"", ``run_prefix`` ``_NO_RUN``): b"", which
+    only an empty item ends with (``item[0:]`` is all of it), and none of those starts with
+    ``_NO_RUN``: nothing is read as a run. ``_NO_RUN`` + a blank line would take a piece
+    that opens with an LF and ends with a blank line for a run's: a JSON string between
+    became text, and ``"\n\n"`` (prefix and end overlapping) was rebuilt as another piece."""
+    return suffix + blank if suffix else b""
 
 
 _READ = frozenset(("choices", "usage", "error"))
