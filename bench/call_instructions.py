@@ -251,11 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     more, more_calls = count(args.n, 2 * args.k, args.runs, args.durability, flags)
     extra = more_calls - base_calls
     what = f"main agent alone, {args.k} turns" if args.alone else f"fanout {args.n}x{args.k}"
+    twice = f"{2 * args.k} turns" if args.alone else f"{args.n}x{2 * args.k}"
+    once = f"{args.k} turns" if args.alone else f"{args.n}x{args.k}"
     print(
         f"{what} durability={args.durability}{' gc off' if args.gc_off else ''}, all threads: "
         f"{base.all / base_calls:,.0f} instructions per model call (average), "
         f"{(more.all - base.all) / extra:,.0f} per marginal call "
-        f"({2 * args.k} turns minus {args.k}); main thread only: "
+        f"({twice} minus {once}); main thread only: "
         f"{base.main / base_calls:,.0f} / {(more.main - base.main) / extra:,.0f}; "
         f"other threads (the durable writer, git watchers): "
         f"{base.threads / base_calls:,.0f} / {(more.threads - base.threads) / extra:,.0f}"
