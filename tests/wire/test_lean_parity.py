@@ -473,3 +473,25 @@ async def test_anthropic_stray_chunks_where_no_run_is_read_as_the_sdk_reads_them
         )
         assert sdk[0] == "done"
         assert (lean, lean_done) == (sdk, sdk_done), (body, stray)
+
+
+async def test_an_openai_finish_chunk_after_a_blank_line_before_the_first_chunk_is_no_finish(
+    wire_server: WireServer,
+) -> None:
+    """A chunk of a blank line, then the bytes a finish chunk has after its opening, then a
+    blank line: no data line, so nothing to the SSE reading. Before, ahead of the first chunk
+    (no opening proven) it was looked up as a finish chunk once a stream had taught that one,
+    and a stream whose own finish chunk never came read as finished."""
+    chunks = _records("openai_text.sse")
+    finish = next(i for i, c in enumerate(chunks) if b'"finish_reason":"stop"' in c)
+    rest = chunks[finish][chunks[finish].index(b'"choices":') : -2]
+    build = _openai_build(wire_server)
+    for body in (
+        chunks,  # teaches the finish chunk's bytes
+        [b"\n\n" + rest + b"\n\n", *chunks[:finish], *chunks[finish + 1 :]],
+    ):
+        sdk, sdk_done, lean, lean_done = await streamed_and_responded(
+            wire_server, Reply(chunks=body), build, request()
+        )
+        assert (lean, lean_done) == (sdk, sdk_done), body
+    assert sdk[:2] == ("error", "connection")

@@ -304,7 +304,7 @@ class ChunkAssembler:
         prefix, suffix = self.run_prefix, _run_end(self.run_suffix, blank)
         size, tail = len(prefix), -len(suffix)
         opening = self.opening
-        cut = len(opening)
+        cut = _opening_cut(opening)
         run: list[bytes] = []
         for at, item in enumerate(items):
             if item[:size] == prefix and item[tail:] == suffix:
@@ -348,7 +348,7 @@ class ChunkAssembler:
                 size, tail = len(prefix), -len(suffix)
             if self.opening is not opening:
                 opening = self.opening
-                cut = len(opening)
+                cut = _opening_cut(opening)
         if run:
             self._apply_run(run, shown, ended)
         return len(items)
@@ -535,6 +535,15 @@ class ChunkAssembler:
             stop = "tool_use"
         usage = self.usage if self.usage is not None else Usage()
         return message_done({"role": "assistant", "content": content}, usage, stop, model)
+
+
+def _opening_cut(opening: bytes) -> int:
+    """How much of an item to compare with ``opening`` for the finish look-up: all of it, or
+    with none proven (``_NO_OPENING``) 0 bytes, which never equal it. ``_NO_OPENING`` starts
+    no record but may start a piece (a chunk's data opening with a blank line): a piece
+    ``"\n\n" + rest + "\n\n"`` with a rest a finish chunk had is no data to the decoder,
+    and it set the finish reason of a stream whose first chunk had not come yet."""
+    return len(opening) if opening is not _NO_OPENING else 0
 
 
 def _run_end(suffix: bytes, blank: bytes) -> bytes:
