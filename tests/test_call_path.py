@@ -447,3 +447,31 @@ async def test_turn_markers_are_the_plain_encoding_past_the_kept_ones_too(
         # the task's turn, six tool turns and the answer's
         assert markers == [orjson.dumps({"type": "turn_completed", "turn": n}) for n in range(1, 9)]
     assert len(transcript._markers) == 4  # turns 0-3: none past the limit is kept
+
+
+async def test_a_transcript_line_is_its_record_encoded_whole(tmp_path: Path) -> None:
+    """A message line is written as its head's constant bytes and the message's encoding
+    (``TranscriptWriter.append``): every line is the plain encoding of the record it holds,
+    odd characters, a lone surrogate (json_codec's escape) and an integer orjson refuses too."""
+    from subagents.json_codec import dumps
+
+    big = 1 << 70  # beyond orjson's 64 bits: the record goes through json_codec whole
+    script = main_turns(
+        {"tool_calls": [step('ü " \\ \n é')]},
+        {"tool_calls": [{"name": "Step", "input": {"path": "x", "extra": big}}]},
+        {"text": "done \ud800 odd"},
+    )
+    result = await Session(options(tmp_path, script)).run("go")
+    assert result.result.startswith("done")
+    path = result.agents[0].transcript_path
+    assert path is not None
+    lines = Path(path).read_bytes().split(b"\n")[:-1]
+    records = [json.loads(line) for line in lines]
+    assert [line for line in lines] == [dumps(record) for record in records]
+    assert {"path": "x", "extra": big} in [
+        b["input"]
+        for r in records
+        if r["type"] == "message" and r["message"]["role"] == "assistant"
+        for b in r["message"]["content"]
+        if b["type"] == "tool_use"
+    ]
