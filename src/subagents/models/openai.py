@@ -301,10 +301,20 @@ class ChunkAssembler:
         items were read."""
         blank = b"\n\n" if ended else b""
         drop = len(blank)
-        prefix, suffix = self.run_prefix, _run_end(self.run_suffix, blank)
+        # With no template (``run_suffix`` b"", ``run_prefix`` ``_NO_RUN``) the end is b"",
+        # which only an empty item ends with (``item[0:]`` is all of it), and none of those
+        # starts with ``_NO_RUN``: nothing is read as a run. (``_NO_RUN`` + a blank line took
+        # a piece that opens with an LF and ends with a blank line for a run's: a JSON string
+        # between became text, and ``"\n\n"``, prefix and end overlapping, was rebuilt as
+        # another piece.) Likewise no opening proven (``_NO_OPENING``, which starts no record
+        # but may start a piece) compares 0 bytes, never equal: ``"\n\n"`` + a finish
+        # chunk's rest + ``"\n\n"`` is no data, and it set the finish reason. (Inline, not
+        # a function each: a call costs ~400 instructions, and these run per refresh.)
+        prefix = self.run_prefix
+        suffix = self.run_suffix + blank if self.run_suffix else b""
         size, tail = len(prefix), -len(suffix)
         opening = self.opening
-        cut = _opening_cut(opening)
+        cut = len(opening) if opening is not _NO_OPENING else 0
         run: list[bytes] = []
         for at, item in enumerate(items):
             if item[:size] == prefix and item[tail:] == suffix:
@@ -315,7 +325,8 @@ class ChunkAssembler:
                 run = []
                 # A run read record by record may have learnt a template (``_learn``): a
                 # later record is matched against the template as it is now.
-                prefix, suffix = self.run_prefix, _run_end(self.run_suffix, blank)
+                prefix = self.run_prefix
+                suffix = self.run_suffix + blank if self.run_suffix else b""
                 size, tail = len(prefix), -len(suffix)
             if item[:cut] == opening:
                 finish = _FINISHES.get(item[cut : len(item) - drop])
@@ -344,11 +355,12 @@ class ChunkAssembler:
                 # not chunked is one piece per read, of many records)
                 self._read(records, shown, False)
             if self.run_prefix is not prefix:  # (``_use`` sets both)
-                prefix, suffix = self.run_prefix, _run_end(self.run_suffix, blank)
+                prefix = self.run_prefix
+                suffix = self.run_suffix + blank if self.run_suffix else b""
                 size, tail = len(prefix), -len(suffix)
             if self.opening is not opening:
                 opening = self.opening
-                cut = _opening_cut(opening)
+                cut = len(opening) if opening is not _NO_OPENING else 0
         if run:
             self._apply_run(run, shown, ended)
         return len(items)
@@ -535,25 +547,6 @@ class ChunkAssembler:
             stop = "tool_use"
         usage = self.usage if self.usage is not None else Usage()
         return message_done({"role": "assistant", "content": content}, usage, stop, model)
-
-
-def _opening_cut(opening: bytes) -> int:
-    """How much of an item to compare with ``opening`` for the finish look-up: all of it, or
-    with none proven (``_NO_OPENING``) 0 bytes, which never equal it. ``_NO_OPENING`` starts
-    no record but may start a piece (a chunk's data opening with a blank line): a piece
-    ``"\n\n" + rest + "\n\n"`` with a rest a finish chunk had is no data to the decoder,
-    and it set the finish reason of a stream whose first chunk had not come yet."""
-    return len(opening) if opening is not _NO_OPENING else 0
-
-
-def _run_end(suffix: bytes, blank: bytes) -> bytes:
-    """What an item of a run ends with: the template's ``suffix`` and, for a piece, its
-    ``blank`` line. With no template (``suffix`` b"", ``run_prefix`` ``_NO_RUN``): b"", which
-    only an empty item ends with (``item[0:]`` is all of it), and none of those starts with
-    ``_NO_RUN``: nothing is read as a run. ``_NO_RUN`` + a blank line would take a piece
-    that opens with an LF and ends with a blank line for a run's: a JSON string between
-    became text, and ``"\n\n"`` (prefix and end overlapping) was rebuilt as another piece."""
-    return suffix + blank if suffix else b""
 
 
 _READ = frozenset(("choices", "usage", "error"))
