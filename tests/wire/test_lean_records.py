@@ -440,6 +440,24 @@ def test_hostile_chunks_fail_or_read_as_every_record_split_from_them(
         _same_pieces(provider, [[*chunks[:index], chunk[:-1], *chunks[index + 1 :]]])
     for variant in _mutations(_stream(provider, name), rng)[::3]:
         _same_pieces(provider, [_chunks_of(variant)])
+    for index in range(len(chunks) + 1):  # a stray chunk between two, of no record at all
+        for stray in STRAY_CHUNKS:
+            _same_pieces(provider, [[*chunks[:index], stray, *chunks[index:]]])
+
+
+# Chunks that are no record but begin or end as the assemblers' comparisons do: blank lines
+# and LFs before a JSON string and a run's end (the "no run" and "no opening" constants start
+# no record, but they can start a chunk), a known record after a blank line.
+STRAY_CHUNKS = [
+    b"\n\n",
+    b"\n",
+    b'\n"s"\n\n',
+    b'\n\n"s"}}\n\n',
+    b'\n\n\n"s"}}\n\n',
+    b'\n\nevent: ping\ndata: {"type":"ping"}\n\n',
+    b'\n\n"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}\n\n',
+    b" \n\n",
+]
 
 
 def test_the_pieces_are_read_without_the_decoder_when_each_ends_its_record() -> None:
