@@ -434,7 +434,7 @@ async def test_turn_markers_are_the_plain_encoding_past_the_kept_ones_too(
     from subagents.store import transcript
 
     monkeypatch.setattr(transcript, "MARKERS_KEPT", 4)
-    monkeypatch.setattr(transcript, "_markers", [])
+    monkeypatch.setattr(transcript, "_markers", {})
     script = main_turns(*({"tool_calls": [step(str(i))]} for i in range(6)), {"text": "done"})
     for run in ("first", "second"):  # the second finds turns 1-3 kept by the first
         result = await Session(options(tmp_path / run, script)).run("go")
@@ -446,7 +446,7 @@ async def test_turn_markers_are_the_plain_encoding_past_the_kept_ones_too(
         markers = [line for line in lines if b'"turn_completed"' in line]
         # the task's turn, six tool turns and the answer's
         assert markers == [orjson.dumps({"type": "turn_completed", "turn": n}) for n in range(1, 9)]
-    assert len(transcript._markers) == 4  # turns 0-3: none past the limit is kept
+    assert sorted(transcript._markers) == [1, 2, 3]  # none past the limit is kept
 
 
 async def test_a_transcript_line_is_its_record_encoded_whole(tmp_path: Path) -> None:
@@ -475,3 +475,40 @@ async def test_a_transcript_line_is_its_record_encoded_whole(tmp_path: Path) -> 
         for b in r["message"]["content"]
         if b["type"] == "tool_use"
     ]
+
+
+def test_turn_markers_made_by_many_threads_at_once_are_each_their_turns() -> None:
+    """Sessions may run on loops in several threads: markers made concurrently, switching
+    threads as often as the interpreter allows, are still each their own turn's."""
+    import sys
+    import threading
+
+    from subagents.store import transcript
+
+    def expected(n: int) -> bytes:
+        return b'{"type":"turn_completed","turn":%d}\n' % n
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(20):
+            transcript._markers.clear()
+            start = threading.Barrier(4)
+            wrong: list[int] = []
+
+            def make(start: threading.Barrier = start, wrong: list[int] = wrong) -> None:
+                start.wait()
+                for n in range(1, 300):
+                    if transcript._marker(n) != expected(n):
+                        wrong.append(n)
+
+            threads = [threading.Thread(target=make) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert not wrong
+            assert all(transcript._markers[n] == expected(n) for n in transcript._markers)
+    finally:
+        sys.setswitchinterval(interval)
+        transcript._markers.clear()

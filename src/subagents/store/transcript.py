@@ -68,21 +68,22 @@ _MESSAGE_HEAD = b'{"type":"message","message":'
 
 MARKERS_KEPT = 1024
 """Turn markers kept encoded (``_marker``): every agent's turns 1, 2, ... up to this many."""
-_markers: list[bytes] = []
-"""``_markers[n]`` is turn ``n``'s marker line, LF included, as ``flush`` writes it."""
+_markers: dict[int, bytes] = {}
+"""``_markers[n]`` is turn ``n``'s marker line, as ``flush`` writes it. A dict, not a list
+filled in order: sessions may run on loops in several threads, and a dict item set for a turn
+is that turn's whatever the interleaving (two threads appending to a list could both append
+turn N, and every later turn would read the one before it)."""
 
 
 def _marker(turn: int) -> bytes:
     """The marker line of ``turn``: ``{"type":"turn_completed","turn":N}`` and an LF. Every
-    transcript writes turns 1, 2, 3, ..., so each is formatted once per process and kept
-    (up to ``MARKERS_KEPT``): formatting the bytes costs ~960 instructions, a look-up ~80."""
-    if turn < len(_markers):
-        return _markers[turn]
-    line = b'{"type":"turn_completed","turn":%d}\n' % turn
-    if turn < MARKERS_KEPT:
-        while len(_markers) < turn:  # a writer that starts past the others (rare)
-            _markers.append(b'{"type":"turn_completed","turn":%d}\n' % len(_markers))
-        _markers.append(line)
+    transcript writes turns 1, 2, 3, ..., so each is formatted once per process and kept (up
+    to ``MARKERS_KEPT``): formatting the bytes costs ~960 instructions, a look-up ~80."""
+    line = _markers.get(turn)
+    if line is None:
+        line = b'{"type":"turn_completed","turn":%d}\n' % turn
+        if turn < MARKERS_KEPT:
+            _markers[turn] = line
     return line
 
 
@@ -138,7 +139,8 @@ class TranscriptWriter:
             raise ValueError(f"{self.path}: transcript writer is closed")
         turn = self._turns = self._turns + 1
         pending = self._pending
-        pending.append(_markers[turn] if turn < len(_markers) else _marker(turn))
+        marker = _markers.get(turn)
+        pending.append(marker if marker is not None else _marker(turn))
         data = b"\n".join(pending)  # one copy of the turn's lines, however long its results
         self._pending = []
         if self._fd < 0:  # closed to stay within the descriptor budget: open it again
