@@ -147,3 +147,18 @@ class Usage:
             cache_creation_input_tokens=int(data.get("cache_creation_input_tokens") or 0),
             cache_read_input_tokens=int(data.get("cache_read_input_tokens") or 0),
         )
+
+
+def usage_of(input_tokens: int, output_tokens: int, cache_creation: int, cache_read: int) -> Usage:
+    """``Usage(input_tokens=..., ...)`` with every field set directly: each model call's answer
+    builds one, and a class called with keywords packs them into a dict and unpacks it for
+    ``__init__`` (~4,000 instructions against ~1,300; docs/performance.md, session 11)."""
+    usage: Usage = _new(Usage)
+    usage.input_tokens = input_tokens
+    usage.output_tokens = output_tokens
+    usage.cache_creation_input_tokens = cache_creation
+    usage.cache_read_input_tokens = cache_read
+    return usage
+
+
+_new = object.__new__

@@ -28,7 +28,7 @@ from typing import Any, cast
 
 import orjson
 
-from subagents.messages import ContentBlock, Message, Usage
+from subagents.messages import ContentBlock, Message, Usage, usage_of
 from subagents.models._http import Origin
 from subagents.models._lean import (
     USER_AGENT,
@@ -207,8 +207,6 @@ def cached_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 USAGE_KEYS = tuple(Usage().to_dict())
 """The counters ``_merge_usage`` keeps (``done`` sets each of them on a ``Usage``)."""
-
-_new = object.__new__
 
 
 _NO_RUN = b"\n\n"
@@ -489,11 +487,12 @@ class StreamAssembler:
         )
         message: Message = {"role": "assistant", "content": content}
         counters = self.usage
-        usage = _new(Usage)  # every field set: ``Usage(**counters)`` without the keyword call
-        usage.input_tokens = counters.get("input_tokens", 0)
-        usage.output_tokens = counters.get("output_tokens", 0)
-        usage.cache_creation_input_tokens = counters.get("cache_creation_input_tokens", 0)
-        usage.cache_read_input_tokens = counters.get("cache_read_input_tokens", 0)
+        usage = usage_of(
+            counters.get("input_tokens", 0),
+            counters.get("output_tokens", 0),
+            counters.get("cache_creation_input_tokens", 0),
+            counters.get("cache_read_input_tokens", 0),
+        )
         return message_done(message, usage, self.stop_reason, model)
 
     def _apply_delta(self, index: int, delta: dict[str, Any]) -> str | None:

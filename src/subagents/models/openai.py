@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from subagents.messages import ContentBlock, Usage
+from subagents.messages import ContentBlock, Usage, usage_of
 from subagents.models._http import Origin
 from subagents.models._lean import (
     USER_AGENT,
@@ -735,18 +735,9 @@ def map_usage(usage: dict[str, Any]) -> Usage:
     cached = _count(details.get("cached_tokens"))
     written = _count(details.get("cache_write_tokens"))
     uncached = prompt - cached - written
-    # ``Usage(input_tokens=..., ...)`` with every field set directly: a class called with
-    # keywords packs them into a dict and unpacks it for ``__init__`` (~4,000 instructions
-    # against ~1,300; docs/performance.md, session 11).
-    mapped = _new(Usage)
-    mapped.input_tokens = uncached if uncached > 0 else 0
-    mapped.output_tokens = _count(usage.get("completion_tokens"))
-    mapped.cache_creation_input_tokens = written
-    mapped.cache_read_input_tokens = cached
-    return mapped
-
-
-_new = object.__new__
+    return usage_of(
+        uncached if uncached > 0 else 0, _count(usage.get("completion_tokens")), written, cached
+    )
 
 
 def _count(value: Any) -> int:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from subagents.messages import ContentBlock, Message, Usage, assistant_text
+from subagents.messages import ContentBlock, Message, Usage, assistant_text, usage_of
 from subagents.models.base import (
     MessageDone,
     ModelError,
@@ -49,6 +49,7 @@ from subagents.models.base import (
     RequestMetadata,
     StreamEvent,
     TextDelta,
+    message_done,
 )
 from subagents.models.script_binding import EntryIndex
 from subagents.models.script_compile import (
@@ -84,7 +85,6 @@ TurnFunction: TypeAlias = Callable[[ModelRequest], TurnResult | Awaitable[TurnRe
 
 _PROMPT_SHOWN = 200
 
-_new = object.__new__
 """Builds a slotted dataclass whose fields are then set one by one (no ``__post_init__``)."""
 
 CACHE_WRITE_MIN_TOKENS = 1024
@@ -408,17 +408,7 @@ class ScriptedModel:
             agent_prefix = state.prefix
             usage = _estimate(agent_prefix.input_chars(request, self._cache), chars)
             agent_prefix.answer, agent_prefix.answer_chars = message, chars
-        # ``MessageDone(message=..., ...)`` with its fields set directly: a class called with
-        # keywords packs them into a dict and unpacks it for ``__init__`` (~4,300 instructions
-        # against ~1,300, callgrind); every field is set
-        # (``test_a_scripted_answer_and_a_tool_call_info_are_built_whole``).
-        done = _new(MessageDone)
-        done.type = "message_done"
-        done.message = message
-        done.usage = usage
-        done.stop_reason = "tool_use" if calls else "end_turn"
-        done.model = self.name
-        return done
+        return message_done(message, usage, "tool_use" if calls else "end_turn", self.name)
 
     # recording
 
@@ -491,12 +481,7 @@ def _estimate(counted: tuple[int, int], answer_chars: int) -> Usage:
         read = total
     rest = total - read
     written = rest if rest >= CACHE_WRITE_MIN_TOKENS else 0
-    usage = _new(Usage)  # ``Usage(input_tokens=..., ...)`` without the keyword round trip
-    usage.input_tokens = rest - written
-    usage.output_tokens = answer_chars // 4 or 1
-    usage.cache_creation_input_tokens = written
-    usage.cache_read_input_tokens = read
-    return usage
+    return usage_of(rest - written, answer_chars // 4 or 1, written, read)
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
