@@ -77,6 +77,34 @@ class WireAssembler(Assembler, Protocol):
     def feed_pieces(self, pieces: list[bytes], decoder: SSEDecoder, /) -> list[str]: ...
 
 
+class PieceReading:
+    """``feed_pieces`` for an assembler that reads records and pieces in one loop, ``_read``
+    (both providers'): the pieces a run or a look-up takes are read in place while the decoder
+    ``resumes()``, the rest of the read goes through ``decoder`` from the first piece that does
+    not end its records. Each assembler's ``feed_pieces`` docstring gives its proof that a
+    piece so read is exactly one record to the decoder."""
+
+    __slots__ = ()
+
+    def feed_records(self, records: list[bytes]) -> list[str]:
+        raise NotImplementedError
+
+    def _read(self, items: list[bytes], shown: list[str], ended: bool) -> int:
+        """``feed_records`` of ``items`` — records, or (``ended``) pieces each ending its
+        records — up to the first piece that does not; returns how many were read."""
+        raise NotImplementedError
+
+    def feed_pieces(self, pieces: list[bytes], decoder: SSEDecoder) -> list[str]:
+        shown: list[str] = []
+        if not decoder.resumes():
+            shown += self.feed_records(decoder.records(b"".join(pieces)))
+            return shown
+        at = self._read(pieces, shown, True)
+        if at < len(pieces):
+            shown += self.feed_records(decoder.records(b"".join(pieces[at:])))
+        return shown
+
+
 def choose_transport(*, has_client: bool, has_static_credential: bool, base_url: str) -> Transport:
     """``lean`` unless something only the SDK handles is in force (module docstring)."""
     wanted = os.environ.get("SUBAGENTS_HTTP", "").strip().lower()

@@ -34,6 +34,7 @@ from subagents.models._lean import (
     USER_AGENT,
     HTTPProvider,
     LeanEndpoint,
+    PieceReading,
     StreamErrorEvent,
     Transport,
     choose_transport,
@@ -47,7 +48,7 @@ from subagents.models._sdk_support import (
     load_sdk,
     parse_tool_arguments,
 )
-from subagents.models._sse import SSEDecoder, parse_record, piece_event, piece_records
+from subagents.models._sse import parse_record, piece_event, piece_records
 from subagents.models.base import MessageDone, ModelError, ModelRequest, message_done
 from subagents.models.wire_tools import WireTools
 
@@ -254,7 +255,7 @@ _KNOWN_PIECES = {record + b"\n\n": action for record, action in _KNOWN_RECORDS.i
 """The known records with their blank line: the data of a chunk that holds one of them."""
 
 
-class StreamAssembler:
+class StreamAssembler(PieceReading):
     """Builds the assistant message, usage and stop reason from Messages stream events, each
     the event's JSON as a dict (the lean transport parses it; the SDK path dumps its objects).
 
@@ -308,26 +309,16 @@ class StreamAssembler:
         self._read(records, shown, False)
         return shown
 
-    def feed_pieces(self, pieces: list[bytes], decoder: SSEDecoder) -> list[str]:
-        """The data of a network read's HTTP chunks (``Response.each``), read as
-        ``feed_records(decoder.records(b"".join(pieces)))`` reads them, without that join
-        and split when each chunk ends its records (the APIs send one record per chunk):
-        while the decoder ``resumes()``, a piece read by a run or a look-up is one record
-        and its blank line (below), any other is read by ``_sse.piece_records``, and from
-        the first piece that does not end its records the rest goes through ``decoder``.
-
-        A piece a run takes is ``run_prefix + S + "}}\n\n"`` with S holding no LF or CR
-        (``_lean.string_run``), and a looked-up one a known record + ``"\n\n"``: neither
-        holds a blank line but its last, nor a CR, nor an LF before that blank line, so it
-        is exactly one record to the decoder, which resumes after it."""
-        shown: list[str] = []
-        if not decoder.resumes():
-            shown += self.feed_records(decoder.records(b"".join(pieces)))
-            return shown
-        at = self._read(pieces, shown, True)
-        if at < len(pieces):
-            shown += self.feed_records(decoder.records(b"".join(pieces[at:])))
-        return shown
+    # ``feed_pieces`` (``_lean.PieceReading``): the data of a network read's HTTP chunks
+    # (``Response.each``), read as ``feed_records(decoder.records(b"".join(pieces)))`` reads them,
+    # without that join and split when each chunk ends its records (the APIs send one record per
+    # chunk): while the decoder ``resumes()``, a piece read by a run or a look-up is one record
+    # and its blank line (below), any other is read by ``_sse.piece_records``, and from the first
+    # piece that does not end its records the rest goes through ``decoder``.  A piece a run takes
+    # is ``run_prefix + S + "}}\n\n"`` with S holding no LF or CR (``_lean.string_run``), and a
+    # looked-up one a known record + ``"\n\n"``: neither holds a blank line but its last, nor a
+    # CR, nor an LF before that blank line, so it is exactly one record to the decoder, which
+    # resumes after it.
 
     def _read(self, items: list[bytes], shown: list[str], ended: bool) -> int:
         """``feed_records`` of ``items`` — records, or (``ended``) pieces each ending its

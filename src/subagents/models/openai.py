@@ -39,6 +39,7 @@ from subagents.models._lean import (
     USER_AGENT,
     HTTPProvider,
     LeanEndpoint,
+    PieceReading,
     StreamErrorEvent,
     Transport,
     choose_transport,
@@ -51,7 +52,7 @@ from subagents.models._sdk_support import (
     load_sdk,
     parse_tool_arguments,
 )
-from subagents.models._sse import SSEDecoder, SSEEvent, parse_record, piece_records
+from subagents.models._sse import SSEEvent, parse_record, piece_records
 from subagents.models.base import MessageDone, ModelError, ModelRequest, message_done
 from subagents.models.openai_messages import HistoryConversions
 from subagents.models.wire_tools import WireTools
@@ -221,7 +222,7 @@ class _ToolCallSlot:
     arguments: list[str] = field(default_factory=list)
 
 
-class ChunkAssembler:
+class ChunkAssembler(PieceReading):
     """Builds the assistant message from ``chat.completion.chunk``s, each the chunk's JSON.
 
     Every chunk of a stream opens with the same bytes — ``{"id":…,"object":…,"created":…,
@@ -276,24 +277,15 @@ class ChunkAssembler:
         self._read(records, shown, False)
         return shown
 
-    def feed_pieces(self, pieces: list[bytes], decoder: SSEDecoder) -> list[str]:
-        """The data of a network read's HTTP chunks, read as ``feed_records`` reads
-        ``decoder.records(b"".join(pieces))``, without that join and split while each chunk
-        ends its records (see ``anthropic.StreamAssembler.feed_pieces``). A piece a run
-        takes is ``run_prefix + S + run_suffix + "\n\n"`` with S holding no LF or CR, a
-        looked-up finish ``opening + rest + "\n\n"``, an inline one ``data: `` + one line
-        + ``"\n\n"`` with no CR: the prefix, suffix, opening and rest hold no LF (``_use``,
-        ``_template``, ``_learn_finish``) and no CR (learnt from data the decoder made LF,
-        or from such pieces), and none ends with an LF, so each is one record to the
-        decoder, which resumes after it."""
-        shown: list[str] = []
-        if not decoder.resumes():
-            shown += self.feed_records(decoder.records(b"".join(pieces)))
-            return shown
-        at = self._read(pieces, shown, True)
-        if at < len(pieces):
-            shown += self.feed_records(decoder.records(b"".join(pieces[at:])))
-        return shown
+    # ``feed_pieces`` (``_lean.PieceReading``): the data of a network read's HTTP chunks, read
+    # as ``feed_records`` reads ``decoder.records(b"".join(pieces))``, without that join and
+    # split while each chunk ends its records (see the same note in
+    # ``anthropic.StreamAssembler``). A piece a run takes is ``run_prefix + S + run_suffix +
+    # "\n\n"`` with S holding no LF or CR, a looked- up finish ``opening + rest + "\n\n"``, an
+    # inline one ``data: `` + one line + ``"\n\n"`` with no CR: the prefix, suffix, opening and
+    # rest hold no LF (``_use``, ``_template``, ``_learn_finish``) and no CR (learnt from data
+    # the decoder made LF, or from such pieces), and none ends with an LF, so each is one record
+    # to the decoder, which resumes after it.
 
     def _read(self, items: list[bytes], shown: list[str], ended: bool) -> int:
         """``feed_records`` of ``items`` — records, or (``ended``) pieces each ending its
