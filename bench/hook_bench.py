@@ -1,0 +1,249 @@
+"""What a command hook costs this process: a PreToolUse hook run on every tool call.
+
+Claude Code users commonly configure a ``PreToolUse`` command hook that runs before every tool
+call (a logger, a policy check). Its own process's CPU is its own; what this bench measures is
+the CPU *this* process spends starting it, feeding it its JSON, reading its output, waiting
+for it and ending its process tree — per hook run, three ways:
+
+* ``session`` — through the library as a user runs it (``Session``, settings read from the
+  project's ``.claude/settings.json``, transcripts on): a main agent making N tool calls, one
+  per model call, with one ``PreToolUse`` command hook on that tool, against the same session
+  with no hook; the difference over N is the hook's cost per tool call.
+* ``runner`` — ``subagents.hooks.run_hooks`` called N times in a row with one hook and the
+  payload of a tool call: the runner alone.
+* ``floor`` — the same command started N times with no runtime: ``posix_spawn`` of
+  ``/bin/sh -c COMMAND`` with the payload written to its stdin, stdout and stderr on pipes
+  read by the loop, waited for through a pidfd. What a hook run cannot cost less than in this
+  process (the kill of its group and the search for its tagged processes come on top).
+
+CPU is ``time.process_time()`` (this process, every thread: a child watcher's, a worker
+thread's); the hook's own processes are not in it. The command is ``--command`` (default
+``cat > /dev/null``: a hook that reads its input, as every real hook does).
+
+Run: ``python bench/hook_bench.py`` (all three, 5 interleaved rounds of N = 200), or
+``--only session --n 500 --rounds 3``. Compare trees with ``PYTHONPATH=/other/tree/src``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from subagents import (
+    CallInfo,
+    ScriptedModel,
+    Session,
+    SessionOptions,
+    Tool,
+    ToolContext,
+    ToolInput,
+    ToolOutput,
+)
+from subagents.hooks import HookCommand, clean_environment, run_hooks
+
+
+class NoteInput(ToolInput):
+    text: str
+
+
+class NoteTool(Tool[NoteInput]):
+    """A trivial tool, so the figure is the hook's and not the tool's."""
+
+    name = "Note"
+    description = "Record a short note."
+    input_model = NoteInput
+
+    def is_read_only(self, args: NoteInput) -> bool:
+        return True
+
+    def is_concurrency_safe(self, args: NoteInput) -> bool:
+        return True
+
+    async def call(self, args: NoteInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
+        return ToolOutput(content=f"noted: {args.text}")
+
+
+def script(n: int) -> dict[str, Any]:
+    """A main agent making ``n`` Note calls, one per model call, then answering."""
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "Note", "input": {"text": f"step {i}"}}]} for i in range(n)
+    ]
+    turns.append({"text": "done"})
+    return {"agents": [{"agent_type": "main", "turns": turns}]}
+
+
+def project(base: Path, command: str | None) -> Path:
+    """A project folder whose settings hold one PreToolUse hook on Note (or none)."""
+    folder = Path(tempfile.mkdtemp(prefix="hooks-", dir=base))
+    (folder / "home").mkdir()
+    hooks: dict[str, Any] = {}
+    if command is not None:
+        hooks = {
+            "PreToolUse": [{"matcher": "Note", "hooks": [{"type": "command", "command": command}]}]
+        }
+    (folder / ".claude").mkdir()
+    (folder / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
+    return folder
+
+
+async def session_cpu(folder: Path, n: int) -> float:
+    """CPU seconds of one session of ``n`` tool calls in ``folder``."""
+    session = Session(
+        SessionOptions(
+            model=ScriptedModel.from_dict(script(n), keep_requests=False),
+            cwd=folder,
+            home=folder / "home",
+            tools=[],
+            extra_tools=[NoteTool()],
+        )
+    )
+    cpu0 = time.process_time()
+    result = await session.run("bench")
+    cpu = time.process_time() - cpu0
+    if result.is_error or result.result != "done":
+        raise RuntimeError(f"bench run failed: {result.result}")
+    return cpu
+
+
+PAYLOAD = {
+    "session_id": "0" * 36,
+    "transcript_path": "/tmp/transcript.jsonl",
+    "cwd": "/tmp",
+    "hook_event_name": "PreToolUse",
+    "tool_name": "Note",
+    "tool_input": {"text": "step 1"},
+    "tool_use_id": "toolu_" + "0" * 24,
+}
+
+
+async def runner_cpu(folder: Path, command: str, n: int) -> float:
+    hook = HookCommand(command=command)
+    env = clean_environment(folder, os.environ)
+    cpu0 = time.process_time()
+    for _ in range(n):
+        [run] = await run_hooks([hook], PAYLOAD, cwd=folder, env=env)
+        if run.exit_code != 0:
+            raise RuntimeError(f"the hook failed: {run}")
+    return time.process_time() - cpu0
+
+
+async def floor_cpu(folder: Path, command: str, n: int) -> float:
+    env = clean_environment(folder, os.environ)
+    data = json.dumps(PAYLOAD).encode()
+    cpu0 = time.process_time()
+    for _ in range(n):
+        code = await bare_run(command, data, folder, env)
+        if code != 0:
+            raise RuntimeError(f"the command failed: {code}")
+    return time.process_time() - cpu0
+
+
+async def bare_run(command: str, data: bytes, cwd: Path, env: dict[str, str]) -> int:
+    """``/bin/sh -c command`` with ``data`` on stdin, stdout and stderr read, through a pidfd."""
+    loop = asyncio.get_running_loop()
+    in_r, in_w = os.pipe2(os.O_CLOEXEC)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    here = os.getcwd()
+    os.chdir(cwd)  # what posix_spawn's chdir file action would do (Python 3.11 has none)
+    try:
+        pid = os.posix_spawn(
+            "/bin/sh",
+            ["/bin/sh", "-c", command],
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, in_r, 0),
+                (os.POSIX_SPAWN_DUP2, out_w, 1),
+                (os.POSIX_SPAWN_DUP2, err_w, 2),
+            ],
+            setsid=True,
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+        )
+    finally:
+        os.chdir(here)
+    for fd in (in_r, out_w, err_w):
+        os.close(fd)
+    pidfd = os.pidfd_open(pid)
+    try:
+        os.write(in_w, data)  # smaller than the pipe's buffer
+    except BrokenPipeError:
+        pass
+    os.close(in_w)
+    done: dict[int, asyncio.Future[None]] = {}
+    for fd in (out_r, err_r, pidfd):
+        os.set_blocking(fd, False)
+        done[fd] = loop.create_future()
+
+    def readable(fd: int) -> None:
+        if fd == pidfd or not os.read(fd, 65536):
+            loop.remove_reader(fd)
+            done[fd].set_result(None)
+
+    for fd in done:
+        loop.add_reader(fd, readable, fd)
+    await asyncio.gather(*done.values())
+    result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
+    for fd in (out_r, err_r, pidfd):
+        os.close(fd)
+    assert result is not None
+    return result.si_status
+
+
+Measure = Callable[[], Coroutine[Any, Any, float]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=200, help="hook runs (tool calls) per measure")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--command", default="cat > /dev/null")
+    parser.add_argument("--only", choices=("session", "runner", "floor"), action="append")
+    parser.add_argument("--dir", default="/dev/shm", help="where the projects go")
+    args = parser.parse_args(argv)
+    kinds = args.only or ["session", "runner", "floor"]
+    base = Path(tempfile.mkdtemp(prefix="hook-bench-", dir=args.dir))
+    hooked, bare = project(base, args.command), project(base, None)
+    n = args.n
+    measures: dict[str, Measure] = {
+        "session, no hook": lambda: session_cpu(bare, n),
+        "session, hook": lambda: session_cpu(hooked, n),
+        "runner": lambda: runner_cpu(hooked, args.command, n),
+        "floor": lambda: floor_cpu(hooked, args.command, n),
+    }
+    wanted = [name for name in measures if name.split(",")[0] in kinds]
+    figures: dict[str, list[float]] = {name: [] for name in wanted}
+
+    async def run() -> None:
+        for name in wanted:  # warm-up: imports, caches, the first session's freeze
+            await measures[name]()
+        for _ in range(args.rounds):
+            for name in wanted:
+                figures[name].append(await measures[name]())
+
+    asyncio.run(run())
+    print(
+        f"# {args.command!r}, N = {n}, {args.rounds} rounds, load {os.getloadavg()[0]:.2f}, "
+        f"python {sys.version.split()[0]}"
+    )
+    per = {name: [cpu / n * 1e3 for cpu in cpus] for name, cpus in figures.items()}
+    if "session, hook" in per:
+        pairs = zip(per["session, hook"], per["session, no hook"], strict=True)
+        per["session: hook's share"] = [hook - plain for hook, plain in pairs]
+    for name, values in per.items():
+        shown = " ".join(f"{v:.3f}" for v in values)
+        print(f"{name:24} median {median(values):.3f} ms per tool call / hook run   ({shown})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
