@@ -74,3 +74,21 @@ async def test_no_descriptor_is_left_open(way: str) -> None:
     for _ in range(20):
         await read_output(("true",), dict(os.environ), limit=10)
     assert len(os.listdir("/proc/self/fd")) <= before
+
+
+async def test_a_process_that_left_its_output_to_a_daemon_is_done_when_it_exits(
+    way: str, tmp_path: Path
+) -> None:
+    """``sh -c 'cmd &'`` (a git that starts its fsmonitor daemon, a wrapper that forks): the
+    grandchild holds the pipe open long after the process has exited, so reading to the pipe's
+    end would wait as long as the daemon lives. The output is what the process wrote."""
+    pid_file = tmp_path / "daemon"
+    script = f"echo before; sleep 30 & echo $! > {pid_file}; echo after; exit 4"
+    try:
+        code, out = await asyncio.wait_for(
+            read_output(("sh", "-c", script), dict(os.environ), limit=1000), timeout=10
+        )
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), 9)
+    assert (code, out) == (4, b"before\nafter\n")
