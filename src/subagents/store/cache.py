@@ -50,13 +50,19 @@ class RecordCache:
             return None
         return entry[0]
 
-    def put(self, record: SidecarRecord, signature: Signature) -> None:
-        self.discard(record.agent_id)
+    def put(
+        self, record: SidecarRecord, signature: Signature, terminal: bool | None = None
+    ) -> None:
+        """Cache ``record`` read or written at ``signature``; ``terminal``: whether it is (its
+        ``is_terminal``, when the caller has it at hand: a writer asks it once per write)."""
+        agent_id = record.agent_id
+        if self._running.pop(agent_id, None) is None:  # (``discard``, without its call)
+            self._terminal.pop(agent_id, None)
         entry = (record, signature)
-        if not record.is_terminal:
-            self._running[record.agent_id] = entry
+        if not (record.is_terminal if terminal is None else terminal):
+            self._running[agent_id] = entry
             return
-        self._terminal[record.agent_id] = entry
+        self._terminal[agent_id] = entry
         while len(self._terminal) > self.capacity:
             self._terminal.popitem(last=False)
 
