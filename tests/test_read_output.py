@@ -92,3 +92,20 @@ async def test_a_process_that_left_its_output_to_a_daemon_is_done_when_it_exits(
         if pid_file.exists():
             os.kill(int(pid_file.read_text()), 9)
     assert (code, out) == (4, b"before\nafter\n")
+
+
+async def test_no_descriptor_of_this_process_is_passed_on(way: str) -> None:
+    """Only stdin, stdout and stderr: a descriptor this process holds inheritable (one its
+    own parent passed it, a library's) is not the command's to keep — a daemon it starts
+    would hold it open for as long as it lives (a pipe's write end: its reader never sees its
+    end). ``subprocess`` closes them (``close_fds``); ``posix_spawn`` passes them on."""
+    read_end, write_end = os.pipe()
+    try:
+        os.set_inheritable(write_end, True)
+        script = f"if [ -e /proc/$$/fd/{write_end} ]; then echo passed; else echo closed; fi"
+        code, out = await read_output(("sh", "-c", script), dict(os.environ), limit=100)
+        assert (code, out) == (0, b"closed\n")
+        assert os.get_inheritable(write_end)  # this process's own is left as it was
+    finally:
+        os.close(read_end)
+        os.close(write_end)

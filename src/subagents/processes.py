@@ -159,14 +159,40 @@ async def read_output(
     that is the way. The process is waited for through its pidfd, so a PID reused after some
     other code reaped it is never signalled or waited for. The caller's cancellation kills and
     reaps the process: none is left behind."""
-    if not _have_pidfds():
+    inherited = _inheritable_descriptors() if _have_pidfds() else None
+    if inherited is None:
         return await _read_output_asyncio(argv, env, limit)
-    pidfd, read_end = _spawn(argv, env)
+    pidfd, read_end = _spawn(argv, env, inherited)
     return await _collect(pidfd, read_end, limit)
 
 
-def _spawn(argv: tuple[str, ...], env: Mapping[str, str]) -> tuple[int, int]:
-    """Start ``argv`` with its stdout on a pipe: (its pidfd, our end of the pipe)."""
+def _inheritable_descriptors() -> list[int] | None:
+    """This process's descriptors past stderr that an exec would pass on (None: unknown, no
+    ``/proc``). ``posix_spawn`` has no ``close_fds``: these are closed in the child by name.
+    Python makes its own descriptors non-inheritable, so this is mostly empty; one held
+    inheritable (passed by this process's parent, a library's) would otherwise be kept by the
+    command and any daemon it starts. (One made inheritable by another thread between this
+    listing and the spawn is passed on: best effort there; a listed one closed meanwhile is
+    no error, glibc ignores EBADF of a close action.)"""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    found: list[int] = []
+    for name in names:
+        fd = int(name)
+        if fd > 2:
+            try:
+                if os.get_inheritable(fd):
+                    found.append(fd)
+            except OSError:  # the listing's own descriptor, closed by now
+                continue
+    return found
+
+
+def _spawn(argv: tuple[str, ...], env: Mapping[str, str], inherited: list[int]) -> tuple[int, int]:
+    """Start ``argv`` with its stdout on a pipe and ``inherited`` closed: (its pidfd, our end of
+    the pipe)."""
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:
         devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
@@ -179,6 +205,7 @@ def _spawn(argv: tuple[str, ...], env: Mapping[str, str]) -> tuple[int, int]:
                     (os.POSIX_SPAWN_DUP2, devnull, 0),
                     (os.POSIX_SPAWN_DUP2, write_end, 1),
                     (os.POSIX_SPAWN_DUP2, devnull, 2),
+                    *[(os.POSIX_SPAWN_CLOSE, fd) for fd in inherited],
                 ),
                 setsigdef=_DEFAULT_SIGNALS,
             )
