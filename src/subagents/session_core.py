@@ -266,7 +266,7 @@ class SessionCore:
             ctx=ctx,
             tool_concurrency=self.config.tool_concurrency,
             inbox=self.inbox,
-            transcript=self._transcript_path(),
+            transcript=self._transcript_file(),
             reminders=reminders.next_blocks if reminders else None,
             restate=reminders.restated_blocks if reminders else None,
             compaction=self.runtime.compaction_policy(self.model),
@@ -351,10 +351,10 @@ class SessionCore:
             caller.on_text = on_text
         return caller
 
-    def _transcript_path(self) -> Path | None:
+    def _transcript_file(self) -> str | None:
         if not self.options.transcripts:
             return None
-        return self.state.session_transcript(self.session_id)
+        return str(self.state.session_transcript(self.session_id))
 
     def total_usage(self) -> Usage:
         return total_usage(self.agents)

@@ -18,6 +18,7 @@ the caller's business (``session.py`` for the main agent, ``agents/assembly.py``
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,7 +64,9 @@ class AgentRun:
     started: float = field(default_factory=time.monotonic)
     duration_ms: int = 0
     stats: LoopStats = field(default_factory=LoopStats)
-    transcript_path: Path | None = None
+    transcript_file: str | None = None
+    """The run's transcript, as text (``transcript_path`` reads it as a ``Path``): a child's
+    path is made as text and handed on as text, no ``pathlib`` join and ``str`` per child."""
     messages: list[Message] = field(default_factory=list)
     tool_use_id: str | None = None
     """The parent's tool call that started this run (its durable identity)."""
@@ -85,6 +88,15 @@ class AgentRun:
     @property
     def usage(self) -> Usage:
         return self.stats.usage
+
+    @property
+    def transcript_path(self) -> Path | None:
+        """The run's transcript (``transcript_file`` as a new ``Path``)."""
+        return None if self.transcript_file is None else Path(self.transcript_file)
+
+    @transcript_path.setter
+    def transcript_path(self, path: Path | None) -> None:
+        self.transcript_file = None if path is None else os.fspath(path)
 
     def summary(self) -> dict[str, Any]:
         ref, stats = self.ref, self.stats  # (each once: a property or look-up per read)
@@ -147,7 +159,8 @@ class AgentJob:
     ctx: ToolContext
     budget: Budget = field(default_factory=Budget)
     inbox: Inbox | None = None
-    transcript: Path | None = None
+    transcript: str | None = None
+    """Where the run's transcript goes (text: see ``AgentRun.transcript_file``), or None."""
     on_turn: Callable[[LoopStats], None] | None = None
     tool_concurrency: int = MAX_CONCURRENT_TOOLS
     parent_tool_names: tuple[str, ...] = ()
@@ -199,7 +212,7 @@ async def run_agent(job: AgentJob) -> LoopOutcome:
     """Run the job to its end; the run record ends terminal and no process is left behind."""
     run = job.run
     log = TranscriptWriter(job.transcript) if job.transcript is not None else None
-    run.transcript_path = job.transcript
+    run.transcript_file = job.transcript
     run.messages = job.messages
     if log is not None:
         for message in job.messages[job.logged_messages :]:

@@ -57,7 +57,7 @@ def assemble(
     if checker is not None:
         frame.permissions = checker
         frame.permission_mode = checker.context.mode
-    transcript = runtime.transcript_for(agent_id)
+    transcript = runtime.transcript_file(agent_id)  # (text: see ``AgentRun.transcript_file``)
     workspace = spec.workspace
     roots = workspace.roots
     can_use_tool = _can_use_tool(checker or parent_ctx.can_use_tool, spec)
@@ -193,7 +193,7 @@ def _can_use_tool(check: CanUseTool | None, spec: ChildSpec) -> CanUseTool | Non
 
 
 def _hooks(
-    runtime: AgentRuntime, spec: ChildSpec, ref: AgentRef, transcript: Path | None
+    runtime: AgentRuntime, spec: ChildSpec, ref: AgentRef, transcript: str | None
 ) -> HookEngine | None:
     """The session's hooks plus the definition's frontmatter hooks, scoped to this child."""
     if runtime.hooks is None:

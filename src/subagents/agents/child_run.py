@@ -26,7 +26,7 @@ _log = logging.getLogger(__name__)
 async def run_child(runtime: AgentRuntime, job: AgentJob) -> LoopOutcome:
     hooks = runtime.hooks
     run = job.run
-    transcript = str(job.transcript or "")
+    transcript = job.transcript or ""
     if hooks is not None:
         extra = await hooks.subagent_start(run.agent_id, run.agent_type, transcript_path=transcript)
         if extra:

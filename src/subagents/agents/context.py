@@ -21,7 +21,7 @@ emit events, and those are tagged with its identity.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, TypeGuard
+from typing import TypeGuard
 
 from subagents.abort import AbortSignal
 from subagents.agents.orphan_processes import transcript_group_recorder
@@ -47,12 +47,12 @@ def create_subagent_context(
     roots: tuple[Path, ...] | None = None,
     can_use_tool: CanUseTool | None = None,
     hooks: LoopHooks | None = None,
-    transcript: Path | Literal["ask"] | None = "ask",
+    transcript: str | Path | None = "ask",
 ) -> ToolContext:
     """Derive a child's context from its parent's (see the module docstring for each field).
 
-    ``transcript`` is the child's transcript path when the caller knows it already (None: it
-    has none); by default it is asked of ``services``."""
+    ``transcript`` is the child's transcript path (or its text) when the caller knows it already
+    (None: it has none); by default (``"ask"``) it is asked of ``services``."""
     child_cwd = cwd or parent.cwd
     return ToolContext(
         cwd=child_cwd,
@@ -89,11 +89,11 @@ def _is_read_guard(check: object) -> TypeGuard[ReadGuard]:
 
 
 def _child_tracker(
-    services: ToolServices | None, agent: AgentRef, transcript: Path | Literal["ask"] | None
+    services: ToolServices | None, agent: AgentRef, transcript: str | Path | None
 ) -> ProcessTracker:
     """A fresh tracker that also records each group on disk (``agents.orphan_processes``), so crash
     recovery can kill the child's shells after the runtime itself was killed."""
-    if isinstance(transcript, str):  # "ask"
+    if transcript == "ask":  # (a transcript's own text ends in ``.jsonl``)
         transcript = services.transcript_for(agent.agent_id) if services is not None else None
     if transcript is None:
         return ProcessTracker()

@@ -93,7 +93,7 @@ def from_template(template: RunningTemplate, job: AgentJob, state: TaskState) ->
     )
     values["created_at"] = values["last_active_at"] = now
     values["output_path"] = state.output_file
-    values["transcript_path"] = str(transcript) if transcript else None
+    values["transcript_path"] = transcript or None
     return values
 
 
@@ -179,7 +179,7 @@ def build_record(
         "last_active_at": now,
         "process": identity,
         "output_path": state.output_file,
-        "transcript_path": str(job.transcript) if job.transcript else None,
+        "transcript_path": job.transcript or None,
         "worktree": None if job.worktree is None else _worktree_record(job.worktree),
         "status": "running",
         "ended_at": None,

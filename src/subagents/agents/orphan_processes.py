@@ -60,7 +60,7 @@ def group_recorder(path: Path) -> Callable[[int], None]:
     return _GroupRecorder(path, pids=False)
 
 
-def transcript_group_recorder(transcript: Path) -> Callable[[int], None]:
+def transcript_group_recorder(transcript: str | Path) -> Callable[[int], None]:
     """``group_recorder(pids_path(transcript))``, the pids path made only when a group comes: most
     children start no process, and every child's tracker gets one of these."""
     return _GroupRecorder(transcript, pids=True)
@@ -72,12 +72,13 @@ class _GroupRecorder:
 
     __slots__ = ("path", "pids")
 
-    def __init__(self, path: Path, *, pids: bool) -> None:
-        self.path, self.pids = path, pids
+    def __init__(self, path: str | Path, *, pids: bool) -> None:
+        self.path, self.pids = path, pids  # (a child's transcript comes as text)
 
     def __call__(self, pgid: int) -> None:
         # ``pids_path`` per group, not kept: a group is a process start, which costs far more.
-        record_group(pids_path(self.path) if self.pids else self.path, pgid)
+        path = Path(self.path)
+        record_group(pids_path(path) if self.pids else path, pgid)
 
 
 def read_groups(path: Path) -> list[tuple[int, str | None]]:

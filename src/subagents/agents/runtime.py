@@ -72,9 +72,10 @@ class AgentRuntime:
     on_child_done: list[Callable[[AgentRun], None]] = field(default_factory=list)
     observer: RunObserver | None = None
     """Told about every model call (telemetry; None: off, and callers are plain)."""
-    _agents_dir: tuple[ProjectState | None, Path] = field(
-        default=(None, Path()), init=False, repr=False, compare=False
+    _agents_dir: tuple[ProjectState | None, str] = field(
+        default=(None, ""), init=False, repr=False, compare=False
     )
+    """The state ``transcript_file`` last joined against, and its agents folder as text."""
     _policies: dict[str, CompactionPolicy] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -185,14 +186,20 @@ class AgentRuntime:
         return context
 
     def transcript_for(self, agent_id: str) -> Path | None:
+        """``state.agent_transcript(agent_id)``, or None when transcripts are off."""
+        text = self.transcript_file(agent_id)
+        return None if text is None else Path(text)
+
+    def transcript_file(self, agent_id: str) -> str | None:
+        """``transcript_for`` as text: what a child's job and run hold. The folder's text is
+        kept per state and the name joined by an f-string — a ``pathlib`` join and the ``str``
+        of its result parsed and formatted ~25 k instructions per child, this is ~0.5 k."""
         if not self.transcripts:
             return None
-        # ``state.agent_transcript`` with the folder joined once per state, not per child:
-        # each pathlib join parses its parts again.
         state, folder = self._agents_dir
         if state is not self.state:
-            state, folder = self._agents_dir = (self.state, self.state.agents_dir)
-        return folder / f"{agent_id}.jsonl"
+            state, folder = self._agents_dir = (self.state, str(self.state.agents_dir))
+        return f"{folder}/{agent_id}.jsonl"  # (a Path's text has no trailing separator)
 
     def open_memory(
         self, definition: AgentDefinition, *, load_index: bool = True

@@ -189,7 +189,7 @@ def child_job(
         ctx=ctx,
         budget=Budget(max_turns=remote.max_turns),
         inbox=inbox,
-        transcript=transcript,
+        transcript=remote.transcript or None,
         on_turn=on_turn,
         tool_concurrency=session.config.tool_concurrency,
         compaction=session.runtime.compaction_policy(session.model),

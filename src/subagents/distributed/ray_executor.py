@@ -29,6 +29,7 @@ import os
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -294,8 +295,9 @@ def _outcome(job: AgentJob, ended: Ended) -> LoopOutcome:
 def _reconcile_lost(job: AgentJob, exc: BaseException) -> LoopOutcome:
     """The host died under the child: its durable transcript says how it ended."""
     run = job.run
-    killed = kill_leftovers(pids_path(job.transcript)) if job.transcript is not None else []
-    verdict = transcript_verdict(job.transcript, run.prompt)
+    transcript = Path(job.transcript) if job.transcript is not None else None
+    killed = kill_leftovers(pids_path(transcript)) if transcript is not None else []
+    verdict = transcript_verdict(transcript, run.prompt)
     log.warning(
         "agent %s lost its Ray host (%s): %s; ended process groups %s",
         run.agent_id,

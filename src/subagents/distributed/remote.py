@@ -81,7 +81,7 @@ def remote_child(job: AgentJob, *, model_spec: str, cwd: Path, session_id: str) 
         messages=list(job.messages),
         model_spec=model_spec,
         cwd=str(job.ctx.cwd or cwd),
-        transcript=str(job.transcript) if job.transcript is not None else None,
+        transcript=job.transcript,
         max_turns=job.budget.max_turns,
         permission_mode=job.frame.permission_mode,
         thinking=job.thinking,

@@ -36,7 +36,7 @@ _PRIVATE_FOLDERS: set[str] = set()
 """Folders this process already made private (``ensure_private_dir``) for a transcript."""
 
 
-def _open_private(path: Path) -> int:
+def _open_private(path: str | Path) -> int:
     """Open ``path`` for appending (``0600``, no symlink), its folder made private (``0700``).
 
     A session's children all write into one folder: after the first, the open itself shows
@@ -46,13 +46,13 @@ def _open_private(path: Path) -> int:
     name = os.fspath(path)
     folder = os.path.dirname(name)
     if folder not in _PRIVATE_FOLDERS:
-        ensure_private_dir(path.parent)
+        ensure_private_dir(Path(folder))
         _PRIVATE_FOLDERS.add(folder)
         return os.open(name, _OPEN_FLAGS, 0o600)
     try:
         return os.open(name, _OPEN_FLAGS, 0o600)
     except FileNotFoundError:
-        ensure_private_dir(path.parent)
+        ensure_private_dir(Path(folder))
         return os.open(name, _OPEN_FLAGS, 0o600)
 
 
@@ -108,7 +108,8 @@ class TranscriptWriter:
 
     __slots__ = ("_closed", "_fd", "_key", "_pending", "_turns", "path")
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str | Path) -> None:
+        """``path``: a ``Path`` or its text (a child's comes as text: ``AgentJob.transcript``)."""
         self.path = path
         self._key = id(self)
         """Its key in ``_open_writers``."""
