@@ -12,7 +12,9 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 
@@ -120,17 +122,43 @@ def _pids() -> list[int]:
 
 
 def _has_tag(pid: int, needle: bytes) -> bool:
+    """Whether ``needle`` is one of the entries of the process's environment. Read with
+    ``os.open``/``os.read``, not a buffered file object: this runs for every process on the
+    machine after every hook, and the file object cost a third of it (~3.6 against ~2.4 µs
+    a process, docs/performance.md, session 13)."""
     try:
-        with open(f"{_PROC}/{pid}/environ", "rb") as handle:
-            data = handle.read()
+        fd = os.open(f"{_PROC}/{pid}/environ", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:  # gone, or another user's
         return False
-    return needle in data.split(b"\0")
+    try:
+        data = os.read(fd, _ENVIRON_READ)
+        # The kernel fills a read of environ until the environment ends, so a short read is
+        # its end; only a full one needs more reads.
+        if len(data) == _ENVIRON_READ:
+            parts = [data]
+            while chunk := os.read(fd, _ENVIRON_READ):
+                parts.append(chunk)
+            data = b"".join(parts)
+    except OSError:  # exiting as we read
+        return False
+    finally:
+        os.close(fd)
+    # The substring test first: it rules out nearly every process without splitting.
+    return needle in data and needle in data.split(b"\0")
+
+
+_ENVIRON_READ = 65536
 
 
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 """What ``subprocess`` restores to their defaults in a child (Python ignores them itself)."""
 _pidfds: bool | None = None
+
+
+def have_pidfds() -> bool:
+    """Whether processes can be waited for through pidfds here (Linux 5.4+): the way of
+    ``read_output`` and ``start_piped``; without them callers use asyncio's subprocesses."""
+    return _have_pidfds()
 
 
 def _have_pidfds() -> bool:
@@ -358,3 +386,169 @@ async def _read_output_asyncio(
     finally:
         os.close(read_end)
     return (None if cut else code), b"".join(chunks)
+
+
+class Piped:
+    """A process ``start_piped`` started: its PID, a pidfd on it, and our non-blocking ends of
+    its stdin, stdout and stderr pipes (-1 once closed). ``close`` closes what is still open,
+    once: its owner calls it when done, whatever happened."""
+
+    __slots__ = ("pid", "pidfd", "stderr", "stdin", "stdout")
+
+    def __init__(self, pid: int, pidfd: int, stdin: int, stdout: int, stderr: int) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def close_stdin(self) -> None:
+        """The end of the input (the process reads EOF once it has read what was written)."""
+        if self.stdin >= 0:
+            fd, self.stdin = self.stdin, -1
+            os.close(fd)
+
+    def close(self) -> None:
+        """Close every descriptor still open: stdin, the output pipes, the pidfd (if the
+        process is unreaped, that leaves it to be reaped by no one: reap it first)."""
+        self.close_stdin()
+        fds = (self.stdout, self.stderr, self.pidfd)
+        self.stdout = self.stderr = self.pidfd = -1
+        for fd in fds:
+            if fd >= 0:
+                os.close(fd)
+
+
+def start_piped(argv: tuple[str, ...], *, cwd: Path, env: Mapping[str, str]) -> Piped:
+    """Start ``argv`` in ``cwd`` with ``env``, in a session (and process group) of its own,
+    its three standard streams on pipes of ours. OSError when it cannot start (a missing cwd
+    or program; nothing is left running then).
+
+    ``subprocess.Popen`` makes the process, with exactly the arguments asyncio's
+    ``create_subprocess_exec`` gives it (``close_fds``: no descriptor of this process but the
+    three pipes reaches it, inheritable or not; ``restore_signals``: SIGPIPE and SIGXFSZ at
+    their defaults; ``start_new_session``), and ``vfork`` (no copy of this process) — but
+    none of asyncio's machinery around it: no child-watcher thread, no transports (docs/
+    performance.md, session 13). From here the pidfd owns the process: it is waited for and
+    signalled only through it (``wait_exited``, ``reap``, ``kill_and_reap``), so a PID reused
+    after some other code reaped it is never signalled or waited for."""
+    ours: list[int] = []  # our ends, closed if the start fails
+    theirs: list[int] = []  # the child's ends, closed once it holds its copies
+    try:
+        for stream in range(3):  # stdin: the child reads; stdout, stderr: it writes
+            read_end, write_end = os.pipe2(os.O_CLOEXEC)
+            child_reads = stream == 0
+            ours.append(write_end if child_reads else read_end)
+            theirs.append(read_end if child_reads else write_end)
+        popen = subprocess.Popen(
+            argv,
+            stdin=theirs[0],
+            stdout=theirs[1],
+            stderr=theirs[2],
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+        # Disarm the Popen object: with a returncode of None, its __del__ (and every later
+        # Popen's cleanup of dropped ones) would waitpid() the process behind our pidfd.
+        popen.returncode = 0
+        try:
+            pidfd = os.pidfd_open(popen.pid)
+        except BaseException:  # out of descriptors: nothing has reaped it, so the PID is ours
+            os.kill(popen.pid, signal.SIGKILL)
+            os.waitpid(popen.pid, 0)  # immediate after a SIGKILL
+            raise
+    except BaseException:
+        for fd in ours:
+            os.close(fd)
+        raise
+    finally:
+        for fd in theirs:
+            os.close(fd)
+    for fd in ours:
+        os.set_blocking(fd, False)
+    return Piped(popen.pid, pidfd, ours[0], ours[1], ours[2])
+
+
+async def feed(proc: Piped, data: bytes) -> None:
+    """Write ``data`` to the process's stdin, then close it (also when this fails or is
+    cancelled). A process that exits or closes its stdin without reading it all ends the
+    write: not an error. One that holds its stdin without reading keeps this waiting."""
+    loop = asyncio.get_running_loop()
+    view = memoryview(data)
+    try:
+        while view:
+            try:
+                view = view[os.write(proc.stdin, view) :]
+            except BlockingIOError:
+                await _ready(loop, proc.stdin, writing=True)
+    except BrokenPipeError:
+        pass
+    finally:
+        proc.close_stdin()
+
+
+class CappedOutput:
+    """What was read of one output pipe: its first ``limit`` bytes, and how many more were
+    read and dropped (the writer never blocks on a full pipe; memory stays at ``limit``).
+    Kept as it is read, so a reader cancelled half-way leaves what it had."""
+
+    __slots__ = ("dropped", "kept", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+        self.dropped = 0
+
+    async def read(self, fd: int) -> None:
+        """Read the non-blocking pipe ``fd`` until every writer has closed it (the caller
+        closes it afterwards)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                await _ready(loop, fd, writing=False)
+                continue
+            if not chunk:
+                return
+            room = self.limit - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+            self.dropped += max(0, len(chunk) - max(room, 0))
+
+
+async def wait_exited(pidfd: int) -> None:
+    """Until the process behind ``pidfd`` has exited. It is not reaped (``reap`` does that):
+    until then its PID, and its process group's, cannot be reused."""
+    await _ready(asyncio.get_running_loop(), pidfd, writing=False)
+
+
+def reap(pidfd: int) -> int:
+    """The status of an exited process, reaping it (``wait_exited`` has returned, so this does
+    not wait): its exit code, or minus the signal that ended it."""
+    return _exit_code(pidfd)
+
+
+def kill_and_reap(pidfd: int) -> None:
+    """SIGKILL the process behind ``pidfd`` (if it is still running) and reap it. Blocks
+    until it is gone: immediate after a SIGKILL, unless it is stuck in the kernel."""
+    _kill_and_reap(pidfd)
+
+
+async def _ready(loop: asyncio.AbstractEventLoop, fd: int, *, writing: bool) -> None:
+    """Until ``fd`` is readable (or writable): one wake-up of the loop's selector."""
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    add, remove = (
+        (loop.add_writer, loop.remove_writer) if writing else (loop.add_reader, loop.remove_reader)
+    )
+    add(fd, wake)
+    try:
+        await ready
+    finally:
+        remove(fd)

@@ -7,8 +7,13 @@ the project directory, and — when telemetry is on — ``TRACEPARENT``/``TRACES
 that fired the hook (``observe.trace_env``). API keys and other secrets of the session therefore
 never reach a hook script, which is often a third-party file checked into a repository.
 
-Processes. Each hook runs in its own session (``start_new_session=True``), so its process group
-holds the shell and everything it spawned, and its environment carries a run tag
+Processes. The shell is started by ``processes.start_piped`` (``subprocess.Popen`` with
+``close_fds``, so no descriptor of ours reaches it; its stdin, stdout and stderr on pipes of
+ours) and waited for through a pidfd, without asyncio's child watcher and transports (~0.65
+ms of this process's CPU a hook run, docs/performance.md session 13); where there are no
+pidfds it is asyncio's subprocesses, as before. Each hook runs in its own session
+(``start_new_session=True``), so its process group holds the shell and everything it
+spawned, and its environment carries a run tag
 (``SUBAGENTS_RUN_TAG``, ``processes.kill_tagged``) that every descendant inherits, a daemon
 that left the group with ``setsid`` included. When the shell exits, times out, or its caller is
 cancelled, the group is killed with SIGKILL and so is every process found with the tag in
@@ -32,6 +37,7 @@ import asyncio
 import json
 import os
 import signal
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,10 +49,18 @@ from subagents.hooks.config import HookCommand
 from subagents.observe import trace_env
 from subagents.processes import (
     RUN_TAG_VARIABLE,
+    CappedOutput,
+    Piped,
     ProcessTracker,
+    feed,
+    have_pidfds,
+    kill_and_reap,
     kill_group,
     kill_tagged,
     open_pipe_reader,
+    reap,
+    start_piped,
+    wait_exited,
 )
 
 PASSED_ENV_VARS: Final = ("PATH", "HOME", "LANG", "TERM", "SHELL", "USER", "TMPDIR")
@@ -130,6 +144,115 @@ async def _run_command_hook(
     env: Mapping[str, str],
     processes: ProcessTracker | None,
 ) -> HookRun:
+    """The hook's process waited for through a pidfd (``processes.start_piped``); where there
+    are no pidfds, through asyncio's subprocesses (``_run_command_hook_asyncio``)."""
+    if not have_pidfds():
+        return await _run_command_hook_asyncio(
+            command, stdin, cwd=cwd, env=env, processes=processes
+        )
+    tag = uuid.uuid4().hex
+    argv = ("/bin/sh", "-c", command.command)
+    # trace_env: a hook that traces itself continues our trace.
+    hook_env = {**env, **trace_env(), RUN_TAG_VARIABLE: tag}
+
+    async def start() -> Piped:
+        return start_piped(argv, cwd=cwd, env=hook_env)
+
+    try:
+        proc = await retry_on_emfile(start)
+    except OSError as exc:
+        return HookRun(command=command, exit_code=None, error=f"{type(exc).__name__}: {exc}")
+    if processes is not None:
+        processes.add(proc.pid)
+    outputs = (CappedOutput(MAX_OUTPUT_BYTES), CappedOutput(MAX_OUTPUT_BYTES))
+    readers = [
+        asyncio.create_task(output.read(fd), name=f"hook-output:{proc.pid}")
+        for output, fd in zip(outputs, (proc.stdout, proc.stderr), strict=True)
+    ]
+    try:
+        async with asyncio.timeout(command.timeout):
+            await asyncio.gather(feed(proc, stdin), wait_exited(proc.pidfd))
+    except TimeoutError:
+        await _end_piped(proc, tag, readers)
+        return HookRun(command=command, exit_code=None, timed_out=True, pid=proc.pid)
+    except BaseException:
+        await _end_piped(proc, tag, readers)
+        raise
+    finally:
+        if processes is not None:
+            processes.discard(proc.pid)
+    # The shell is done: what it left running (background jobs, setsid daemons) goes too, which
+    # also closes the pipes they held, so reading ends.
+    code = await _end_piped(proc, tag, readers)
+    out, err = outputs
+    return HookRun(
+        command=command, exit_code=code, stdout=_text(out), stderr=_text(err), pid=proc.pid
+    )
+
+
+async def _end_piped(proc: Piped, tag: str, readers: list[asyncio.Task[None]]) -> int | None:
+    """SIGKILL the hook's group and every tagged process, reap the shell, finish reading,
+    close every descriptor; the shell's status (None if it could not be reaped in time).
+
+    Shielded: this also runs while the caller is being cancelled, and must still finish."""
+
+    async def end() -> int | None:
+        code = None
+        try:
+            # Before the reap: until then the shell's PID is still its group's id, so this
+            # signal cannot reach a stranger that reused it.
+            kill_group(proc.pid, signal.SIGKILL)
+            await asyncio.to_thread(kill_tagged, tag)
+            try:
+                async with asyncio.timeout(_REAP_TIMEOUT_S):
+                    await wait_exited(proc.pidfd)
+                code = reap(proc.pidfd)
+            except ChildProcessError:  # reaped by code that waits for any child: status lost
+                pass
+            except TimeoutError:  # stuck in the kernel: reaped by a thread whenever it ends
+                _reap_later(proc)
+            # Every holder of the pipes is gone, so the readers see EOF; bounded all the same.
+            _, pending = await asyncio.wait(readers, timeout=_REAP_TIMEOUT_S)
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(readers)  # off the loop's selector before their pipes close
+        finally:
+            proc.close()
+        return code
+
+    return await asyncio.shield(asyncio.create_task(end(), name=f"hook-end:{proc.pid}"))
+
+
+def _reap_later(proc: Piped) -> None:
+    """Hand the unreaped shell's pidfd to a daemon thread that kills and reaps it (a thread
+    of the loop's executor would hold up the loop's shutdown while it waits)."""
+    pidfd, proc.pidfd = proc.pidfd, -1
+
+    def run() -> None:
+        try:
+            kill_and_reap(pidfd)
+        finally:
+            os.close(pidfd)
+
+    threading.Thread(target=run, name=f"hook-reap:{proc.pid}", daemon=True).start()
+
+
+def _text(output: CappedOutput) -> str:
+    text = output.kept.decode(errors="replace")
+    if output.dropped:
+        text += f"\n[hook output truncated: {output.dropped:,} more bytes not read]"
+    return text
+
+
+async def _run_command_hook_asyncio(
+    command: HookCommand,
+    stdin: bytes,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    processes: ProcessTracker | None,
+) -> HookRun:
+    """Where there are no pidfds (not Linux, kernels before 5.4): asyncio's subprocesses."""
     tag = uuid.uuid4().hex
     first = await open_pipe()  # stdout and stderr are pipes of our own (open_pipe_reader)
     try:
