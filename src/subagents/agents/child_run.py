@@ -11,6 +11,7 @@ denials trip the breaker is aborted at its next turn instead of retrying forever
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from subagents.abort import LinkedAbortSignal
@@ -19,6 +20,8 @@ from subagents.agents.runtime import AgentRuntime
 from subagents.loop.query import LoopOutcome, LoopStats
 from subagents.messages import ContentBlock, text_block, tool_uses
 from subagents.permissions.checker import PermissionChecker
+from subagents.store import durable
+from subagents.store.durable import DurableRecords
 
 _log = logging.getLogger(__name__)
 
@@ -83,30 +86,54 @@ def _watch_breaker(job: AgentJob) -> None:
     checker = job.frame.permissions
     if checker is None:
         return
-    job.on_turn = _BreakerWatch(job, checker, job.on_turn)
+    watch = job.on_turn
+    if type(watch) is TurnWatch and watch.checker is None:
+        watch.checker = checker  # the child's activity watch keeps the breaker too: one call
+    else:
+        job.on_turn = TurnWatch(job, watch, checker=checker)
 
 
-class _BreakerWatch:
-    """The turn callback that aborts a child whose denials tripped the breaker. An object with
-    slots rather than a closure: one tracked object per child instead of a function, its cell
-    tuple and a cell per variable (the garbage collector visits each, 1,000 children or not)."""
+class TurnWatch:
+    """A child's turn callback, run after every model call: its activity noted in its record
+    (``records``, throttled: ``DurableRecords.activity`` writes at most once per
+    ``ACTIVITY_INTERVAL_S``, so until ``due`` nothing is asked of it) and, with ``checker``,
+    the denial breaker (a child whose denials tripped it is aborted). One object for both: two
+    chained callbacks were two Python calls per model call. Slots rather than a closure: one
+    tracked object per child instead of a function, its cell tuple and a cell per variable
+    (the garbage collector visits each, 1,000 children or not)."""
 
-    __slots__ = ("agent_id", "checker", "job", "previous")
+    __slots__ = ("agent_id", "checker", "due", "job", "previous", "records")
 
     def __init__(
         self,
         job: AgentJob,
-        checker: PermissionChecker,
         previous: Callable[[LoopStats], None] | None,
+        *,
+        records: DurableRecords | None = None,
+        checker: PermissionChecker | None = None,
     ) -> None:
-        self.job, self.checker, self.previous = job, checker, previous
+        self.job, self.previous, self.records, self.checker = job, previous, records, checker
         self.agent_id = job.run.agent_id  # (once: this runs after every model call)
+        self.due = time.monotonic() + durable.ACTIVITY_INTERVAL_S if records is not None else 0.0
+        """Before this, ``records.activity`` would write nothing (the record was just written
+        at start, or at the last activity write)."""
 
     def __call__(self, stats: LoopStats) -> None:
         if self.previous is not None:
             self.previous(stats)
+        records = self.records
+        if records is not None:
+            now = time.monotonic()
+            if now >= self.due:
+                self.due = now + durable.ACTIVITY_INTERVAL_S
+                records.activity(self.agent_id)
+        checker = self.checker
         # Only a child that goes on calling tools is stopped; a final answer still lands.
-        if self.checker.breaker_tripped(self.agent_id) and tool_uses(self.job.messages[-1]):
+        if (
+            checker is not None
+            and checker.breaker_tripped(self.agent_id)
+            and tool_uses(self.job.messages[-1])
+        ):
             self.job.ctx.abort.abort(
                 "stopped: it kept retrying calls that were denied (denial breaker)"
             )

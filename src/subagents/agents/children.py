@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from subagents.agents import durability
 from subagents.agents.agent_run import AgentJob, AgentRun
+from subagents.agents.child_run import TurnWatch
 from subagents.agents.child_state import Child
 from subagents.agents.executor import LOCAL, Executor
 from subagents.agents.notifications import notification_id, render_notification
@@ -37,8 +37,6 @@ from subagents.agents.supervision import Supervisor, append_output
 from subagents.agents.tasks import TaskOutputError, TaskRegistry, TaskState, create_output_file
 from subagents.events import NotificationEvent, SystemEvent, discard
 from subagents.loop.inbox import Inbox, InboxItem
-from subagents.loop.query import LoopStats
-from subagents.store import durable
 from subagents.store.capabilities import StopRequests
 from subagents.store.durable import DurableRecords, Written
 from subagents.store.protocol import Store
@@ -275,34 +273,9 @@ class Children:
 
 
 def _track_activity(job: AgentJob, records: DurableRecords) -> None:
-    job.on_turn = _ActivityWatch(records, job.run.agent_id, job.on_turn)
-
-
-class _ActivityWatch:
-    """The turn callback that notes a child's activity in its record (throttled by
-    ``DurableRecords.activity``); slots, not a closure, for the collector's sake (see
-    ``child_run._BreakerWatch``)."""
-
-    __slots__ = ("agent_id", "due", "previous", "records")
-
-    def __init__(
-        self,
-        records: DurableRecords,
-        agent_id: str,
-        previous: Callable[[LoopStats], None] | None,
-    ) -> None:
-        self.records, self.agent_id, self.previous = records, agent_id, previous
-        self.due = time.monotonic() + durable.ACTIVITY_INTERVAL_S
-        """Before this, ``records.activity`` would write nothing (its record was just written
-        at start, or at the last activity write): no call into it after every model call."""
-
-    def __call__(self, stats: LoopStats) -> None:
-        if self.previous is not None:
-            self.previous(stats)
-        now = time.monotonic()
-        if now >= self.due:
-            self.due = now + durable.ACTIVITY_INTERVAL_S
-            self.records.activity(self.agent_id)
+    """The child's activity in its record after each model call (``child_run.TurnWatch``,
+    which its denial breaker joins when it starts)."""
+    job.on_turn = TurnWatch(job, job.on_turn, records=records)
 
 
 def _stop_requested(store: Store, project_path: str, live: list[str]) -> list[str]:
