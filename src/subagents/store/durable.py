@@ -229,6 +229,11 @@ class DurableRecords:
 
     def change(self, agent_id: str, **changes: Any) -> Written:
         """Change fields of a child's record (by ``SidecarRecord`` field name)."""
+        return self._change(agent_id, changes)
+
+    def _change(self, agent_id: str, changes: dict[str, Any]) -> Written:
+        """``change`` with the changes as the dict its keywords made (``finished`` hands its own
+        on: each ``**`` pass would pack a new one)."""
         current = self._latest.get(agent_id)
         if current is None:
             return self._call(BatchOp("update", (agent_id,), changes))
@@ -244,7 +249,7 @@ class DurableRecords:
         """The terminal write (``changes`` include a terminal ``status``); await it before the
         parent is told."""
         self._last_touch.pop(agent_id, None)
-        return self.change(agent_id, **changes)
+        return self._change(agent_id, changes)
 
     async def drain(self) -> None:
         """Every write queued so far is done (hand the pending ones over first)."""
