@@ -317,6 +317,10 @@ async def _read_until_exit(
         return False
 
     def on_exit(_: object) -> None:
+        # Scheduled when the process exited, which may be after the pipe's end finished the
+        # read and the caller closed ``read_end`` — whose number a new pipe may have taken.
+        if done.done():
+            return
         while read_some():
             pass
         finish(False)
