@@ -3,6 +3,7 @@ where git certainly sees no repository."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -102,3 +103,21 @@ async def test_a_huge_status_is_read_only_as_far_as_the_snapshot_keeps(tmp_path:
     assert context.is_git
     assert "truncated; run `git status` for more" in context.git_status
     assert len(context.git_status) <= project_context.MAX_GIT_STATUS_CHARS + 60
+
+
+async def test_a_git_that_never_answers_does_not_hold_the_session_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository's own config can make ``git status`` wait on a command of its choosing
+    (``core.fsmonitor``; likewise a hung network file system): the session starts without the
+    snapshot once it has waited long enough, and no git process is left running."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    marker = tmp_path / "hook-ran"
+    subprocess.run(
+        ["git", "-C", str(tmp_path), "config", "core.fsmonitor", f"touch {marker}; sleep 60"],
+        check=True,
+    )
+    monkeypatch.setattr(project_context, "GIT_SNAPSHOT_SECONDS", 1.0, raising=False)
+    context = await asyncio.wait_for(load_project_context(tmp_path), timeout=20)
+    assert marker.exists()  # the hook did run: the wait was git's
+    assert not context.is_git and context.git_status == ""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import os
 import re
 import stat
@@ -29,12 +30,18 @@ from pathlib import Path
 
 from subagents.processes import read_output
 
+log = logging.getLogger(__name__)
+
 SHARED_FILES = ("CLAUDE.md", ".claude/CLAUDE.md", "AGENTS.md")
 LOCAL_FILES = ("CLAUDE.local.md",)
 MAX_FILE_CHARS = 20_000
 MAX_INSTRUCTIONS_CHARS = 40_000
 MAX_IMPORT_DEPTH = 5
 MAX_GIT_STATUS_CHARS = 2_000
+GIT_SNAPSHOT_SECONDS = 10.0
+"""How long the session start waits for the git snapshot's commands before it goes on without
+it: a repository's config can make ``git status`` wait on a command of its choosing
+(``core.fsmonitor``), a network file system can hang, and neither may hold the session."""
 INSTRUCTIONS_INTRO = (
     "The user and the project gave the instructions below. They take precedence over the "
     "general guidance above: follow them exactly."
@@ -184,9 +191,24 @@ def _may_be_in_git(cwd: Path) -> bool:
 
 
 async def _git_status(cwd: Path) -> str | None:
-    """The snapshot of the work tree ``cwd`` is in, or None when it is in none: ``git status``
-    fails outside a work tree, so it answers that too (no ``rev-parse`` process first: each
-    process costs the session a fork and a watcher thread)."""
+    """The snapshot of the work tree ``cwd`` is in, or None when it is in none (or git took
+    longer than ``GIT_SNAPSHOT_SECONDS``: its processes are killed)."""
+    try:
+        async with asyncio.timeout(GIT_SNAPSHOT_SECONDS):
+            return await _git_snapshot(cwd)
+    except TimeoutError:
+        log.warning(
+            "git took more than %s s to describe %s: the session starts without its git status",
+            GIT_SNAPSHOT_SECONDS,
+            cwd,
+        )
+        return None
+
+
+async def _git_snapshot(cwd: Path) -> str | None:
+    """``_git_status`` without the bound: ``git status`` fails outside a work tree, so it
+    answers that too (no ``rev-parse`` process first: each process costs the session a fork
+    and a watcher thread)."""
     env = _git_env()
     status = await _git(cwd, "status", "--short", env=env)
     if status is None:
