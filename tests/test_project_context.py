@@ -114,10 +114,20 @@ async def test_a_git_that_never_answers_does_not_hold_the_session_start(
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     marker = tmp_path / "hook-ran"
     subprocess.run(
-        ["git", "-C", str(tmp_path), "config", "core.fsmonitor", f"touch {marker}; sleep 60"],
+        ["git", "-C", str(tmp_path), "config", "core.fsmonitor", f"echo $$ > {marker}; sleep 60"],
         check=True,
     )
     monkeypatch.setattr(project_context, "GIT_SNAPSHOT_SECONDS", 1.0, raising=False)
     context = await asyncio.wait_for(load_project_context(tmp_path), timeout=20)
     assert marker.exists()  # the hook did run: the wait was git's
     assert not context.is_git and context.git_status == ""
+    status = Path(f"/proc/{int(marker.read_text())}/status")
+    for _ in range(200):  # killed with git's group (then reaped by init)
+        try:
+            if "State:\tZ" in status.read_text():
+                break
+        except FileNotFoundError:
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError("git's hook was left running")

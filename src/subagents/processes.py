@@ -190,8 +190,8 @@ async def read_output(
     inherited = _inheritable_descriptors() if _have_pidfds() else None
     if inherited is None:
         return await _read_output_asyncio(argv, env, limit)
-    pidfd, read_end = _spawn(argv, env, inherited)
-    return await _collect(pidfd, read_end, limit)
+    pid, pidfd, read_end = _spawn(argv, env, inherited)
+    return await _collect(pid, pidfd, read_end, limit)
 
 
 def _inheritable_descriptors() -> list[int] | None:
@@ -218,9 +218,11 @@ def _inheritable_descriptors() -> list[int] | None:
     return found
 
 
-def _spawn(argv: tuple[str, ...], env: Mapping[str, str], inherited: list[int]) -> tuple[int, int]:
-    """Start ``argv`` with its stdout on a pipe and ``inherited`` closed: (its pidfd, our end of
-    the pipe)."""
+def _spawn(
+    argv: tuple[str, ...], env: Mapping[str, str], inherited: list[int]
+) -> tuple[int, int, int]:
+    """Start ``argv`` in a process group of its own, its stdout on a pipe and ``inherited``
+    closed: (its PID, its pidfd, our end of the pipe)."""
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:
         devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
@@ -236,6 +238,7 @@ def _spawn(argv: tuple[str, ...], env: Mapping[str, str], inherited: list[int]) 
                     *[(os.POSIX_SPAWN_CLOSE, fd) for fd in inherited],
                 ),
                 setsigdef=_DEFAULT_SIGNALS,
+                setpgroup=0,  # its group: what it starts is killed with it (_kill_group)
             )
         finally:
             os.close(devnull)
@@ -244,7 +247,7 @@ def _spawn(argv: tuple[str, ...], env: Mapping[str, str], inherited: list[int]) 
         os.close(read_end)
         raise
     try:
-        return os.pidfd_open(pid), read_end
+        return pid, os.pidfd_open(pid), read_end
     except BaseException:  # out of descriptors: nothing has reaped it yet, so the PID is ours
         os.close(read_end)
         os.kill(pid, signal.SIGKILL)
@@ -252,9 +255,10 @@ def _spawn(argv: tuple[str, ...], env: Mapping[str, str], inherited: list[int]) 
         raise
 
 
-async def _collect(pidfd: int, read_end: int, limit: int) -> tuple[int | None, bytes]:
+async def _collect(pid: int, pidfd: int, read_end: int, limit: int) -> tuple[int | None, bytes]:
     """Read the output to the process's exit (or past ``limit``), then reap it through its
-    pidfd; it is killed and reaped whatever happens to the caller. Closes both descriptors."""
+    pidfd; it is killed (its group with it) and reaped whatever happens to the caller. Closes
+    both descriptors."""
     loop = asyncio.get_running_loop()
     exited: asyncio.Future[None] = loop.create_future()
     reaped = False
@@ -268,7 +272,7 @@ async def _collect(pidfd: int, read_end: int, limit: int) -> tuple[int | None, b
         loop.add_reader(pidfd, gone)
         cut, chunks = await _read_until_exit(read_end, exited, limit)
         if cut:
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)  # (unreaped: never a stranger)
+            _kill_group(pid, pidfd)
         await exited
         code = _exit_code(pidfd)
         reaped = True
@@ -277,6 +281,7 @@ async def _collect(pidfd: int, read_end: int, limit: int) -> tuple[int | None, b
         os.close(read_end)
         loop.remove_reader(pidfd)
         if not reaped:
+            _kill_group(pid, pidfd)
             _kill_and_reap(pidfd)
         os.close(pidfd)
 
@@ -341,6 +346,24 @@ def _exit_code(pidfd: int) -> int:
     if result is None:  # not reached: the pidfd said it had exited
         raise ChildProcessError("the process has not exited")
     return result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
+
+
+def _kill_group(pid: int, pidfd: int) -> None:
+    """SIGKILL the process's group (``_spawn`` made it its own): the process and what it
+    started and left in it (git's hooks, a ``core.fsmonitor`` command), which would otherwise
+    run on after it. The group's ID is the process's PID, not reused while the process is
+    unreaped — which ``waitid(..., WNOWAIT)`` on its pidfd checks first (ChildProcessError:
+    some other code reaped it, and a stranger may have the number now: its own pidfd signal
+    alone, which cannot reach a stranger)."""
+    try:
+        os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        os.killpg(pid, signal.SIGKILL)
+    except (ChildProcessError, ProcessLookupError, PermissionError):
+        pass
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:  # reaped already (by other code)
+        pass
 
 
 def _kill_and_reap(pidfd: int) -> None:
