@@ -518,31 +518,51 @@ async def feed(proc: Piped, data: bytes) -> None:
 class CappedOutput:
     """What was read of one output pipe: its first ``limit`` bytes, and how many more were
     read and dropped (the writer never blocks on a full pipe; memory stays at ``limit``).
-    Kept as it is read, so a reader cancelled half-way leaves what it had."""
+    Kept as it is read, so a read stopped half-way leaves what it had."""
 
-    __slots__ = ("dropped", "kept", "limit")
+    __slots__ = ("_fd", "_loop", "done", "dropped", "kept", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.kept = bytearray()
         self.dropped = 0
+        self._fd = -1
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.done: asyncio.Future[None] | None = None
+        """Done when every writer has closed the pipe (or the read was stopped)."""
 
-    async def read(self, fd: int) -> None:
-        """Read the non-blocking pipe ``fd`` until every writer has closed it (the caller
-        closes it afterwards)."""
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                await _ready(loop, fd, writing=False)
-                continue
-            if not chunk:
-                return
-            room = self.limit - len(self.kept)
-            if room > 0:
-                self.kept += chunk[:room]
-            self.dropped += max(0, len(chunk) - max(room, 0))
+    def read_from(self, fd: int) -> asyncio.Future[None]:
+        """Read the non-blocking pipe ``fd`` as it becomes readable, on the running loop, until
+        every writer has closed it or ``stop``; the caller closes ``fd`` after that. A reader
+        callback, not a task: a hook's output is mostly nothing, then its end."""
+        self._loop = loop = asyncio.get_running_loop()
+        self._fd = fd
+        self.done = loop.create_future()
+        loop.add_reader(fd, self._readable)
+        return self.done
+
+    def stop(self) -> None:
+        """No more reading (safe to call twice); ``done`` is then done too."""
+        if self._loop is not None and self._fd >= 0:
+            self._loop.remove_reader(self._fd)
+            self._fd = -1
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self._fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:  # as the end of the pipe
+            chunk = b""
+        if not chunk:
+            self.stop()
+            return
+        room = self.limit - len(self.kept)
+        if room > 0:
+            self.kept += chunk[:room]
+        self.dropped += max(0, len(chunk) - max(room, 0))
 
 
 async def wait_exited(pidfd: int) -> None:

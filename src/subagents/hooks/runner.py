@@ -165,32 +165,31 @@ async def _run_command_hook(
     if processes is not None:
         processes.add(proc.pid)
     outputs = (CappedOutput(MAX_OUTPUT_BYTES), CappedOutput(MAX_OUTPUT_BYTES))
-    readers = [
-        asyncio.create_task(output.read(fd), name=f"hook-output:{proc.pid}")
-        for output, fd in zip(outputs, (proc.stdout, proc.stderr), strict=True)
-    ]
     try:
+        outputs[0].read_from(proc.stdout)
+        outputs[1].read_from(proc.stderr)
         async with asyncio.timeout(command.timeout):
-            await asyncio.gather(feed(proc, stdin), wait_exited(proc.pidfd))
+            await feed(proc, stdin)  # both within the timeout, as ``gather`` would: no tasks
+            await wait_exited(proc.pidfd)
     except TimeoutError:
-        await _end_piped(proc, tag, readers)
+        await _end_piped(proc, tag, outputs)
         return HookRun(command=command, exit_code=None, timed_out=True, pid=proc.pid)
     except BaseException:
-        await _end_piped(proc, tag, readers)
+        await _end_piped(proc, tag, outputs)
         raise
     finally:
         if processes is not None:
             processes.discard(proc.pid)
     # The shell is done: what it left running (background jobs, setsid daemons) goes too, which
     # also closes the pipes they held, so reading ends.
-    code = await _end_piped(proc, tag, readers)
+    code = await _end_piped(proc, tag, outputs)
     out, err = outputs
     return HookRun(
         command=command, exit_code=code, stdout=_text(out), stderr=_text(err), pid=proc.pid
     )
 
 
-async def _end_piped(proc: Piped, tag: str, readers: list[asyncio.Task[None]]) -> int | None:
+async def _end_piped(proc: Piped, tag: str, outputs: tuple[CappedOutput, ...]) -> int | None:
     """SIGKILL the hook's group and every tagged process, reap the shell, finish reading,
     close every descriptor; the shell's status (None if it could not be reaped in time).
 
@@ -211,12 +210,13 @@ async def _end_piped(proc: Piped, tag: str, readers: list[asyncio.Task[None]]) -
                 pass
             except TimeoutError:  # stuck in the kernel: reaped by a thread whenever it ends
                 _reap_later(proc)
-            # Every holder of the pipes is gone, so the readers see EOF; bounded all the same.
-            _, pending = await asyncio.wait(readers, timeout=_REAP_TIMEOUT_S)
-            for task in pending:
-                task.cancel()
-            await asyncio.wait(readers)  # off the loop's selector before their pipes close
+            # Every holder of the pipes is gone, so the reads see EOF; bounded all the same.
+            ends = [output.done for output in outputs if output.done is not None]
+            if ends:
+                await asyncio.wait(ends, timeout=_REAP_TIMEOUT_S)
         finally:
+            for output in outputs:
+                output.stop()  # off the loop's selector before its pipe closes
             proc.close()
         return code
 
