@@ -95,7 +95,13 @@ class Session(SessionCore):
 
     def hold(self, on_event: EventSink | None = None) -> Session:
         """Hold the session open for several turns (``run``/``stream`` each run one) until
-        ``close``; ``on_event`` receives the events of every turn."""
+        ``close``; ``on_event`` receives the events of every turn.
+
+        ``close`` (or ``async with``) is required: a held session is running — background
+        children, its inbox poller — so dropping the last reference does not end it, and
+        until ``close`` it keeps its session lock, its writer thread and its commit wake-up
+        descriptor, even after its loop has closed (measured: one of each per dropped
+        session)."""
         if self._closed:
             raise RuntimeError("this Session is closed; SessionOptions(resume=...) continues it")
         self._held = True
