@@ -182,16 +182,19 @@ async def _run_command_hook(
             processes.discard(proc.pid)
     # The shell is done: what it left running (background jobs, setsid daemons) goes too, which
     # also closes the pipes they held, so reading ends.
-    code = await _end_piped(proc, tag, outputs)
+    code = await _end_piped(proc, tag, outputs, exited=True)
     out, err = outputs
     return HookRun(
         command=command, exit_code=code, stdout=_text(out), stderr=_text(err), pid=proc.pid
     )
 
 
-async def _end_piped(proc: Piped, tag: str, outputs: tuple[CappedOutput, ...]) -> int | None:
-    """SIGKILL the hook's group and every tagged process, reap the shell, finish reading,
-    close every descriptor; the shell's status (None if it could not be reaped in time).
+async def _end_piped(
+    proc: Piped, tag: str, outputs: tuple[CappedOutput, ...], *, exited: bool = False
+) -> int | None:
+    """SIGKILL the hook's group and every tagged process, reap the shell (``exited``: its
+    pidfd has said so already), finish reading, close every descriptor; the shell's status
+    (None if it could not be reaped in time).
 
     Shielded: this also runs while the caller is being cancelled, and must still finish."""
 
@@ -203,15 +206,16 @@ async def _end_piped(proc: Piped, tag: str, outputs: tuple[CappedOutput, ...]) -
             kill_group(proc.pid, signal.SIGKILL)
             await asyncio.to_thread(kill_tagged, tag)
             try:
-                async with asyncio.timeout(_REAP_TIMEOUT_S):
-                    await wait_exited(proc.pidfd)
+                if not exited:
+                    async with asyncio.timeout(_REAP_TIMEOUT_S):
+                        await wait_exited(proc.pidfd)
                 code = reap(proc.pidfd)
             except ChildProcessError:  # reaped by code that waits for any child: status lost
                 pass
             except TimeoutError:  # stuck in the kernel: reaped by a thread whenever it ends
                 _reap_later(proc)
             # Every holder of the pipes is gone, so the reads see EOF; bounded all the same.
-            ends = [output.done for output in outputs if output.done is not None]
+            ends = [o.done for o in outputs if o.done is not None and not o.done.done()]
             if ends:
                 await asyncio.wait(ends, timeout=_REAP_TIMEOUT_S)
         finally:
