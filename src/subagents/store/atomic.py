@@ -377,9 +377,13 @@ def _kernel_version() -> tuple[int, int]:
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    # One write as a rule (a record is a few KB): no memoryview and slice per record unless a
+    # write comes back short.
+    written = os.write(fd, data)
+    if written < len(data):
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def fsync_dir(path: str | Path) -> None:

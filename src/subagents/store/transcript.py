@@ -44,7 +44,8 @@ def _open_private(path: str | Path) -> int:
     a new ``Path``); a folder removed since is made again, as ``ensure_private_dir`` would.
     """
     name = os.fspath(path)
-    folder = os.path.dirname(name)
+    cut = name.rfind("/")  # ``os.path.dirname`` without its Python call, for "<folder>/<name>"
+    folder = name[:cut] if cut > 0 else os.path.dirname(name)
     if folder not in _PRIVATE_FOLDERS:
         ensure_private_dir(Path(folder))
         _PRIVATE_FOLDERS.add(folder)
