@@ -4,10 +4,12 @@ where git certainly sees no repository."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,3 +133,41 @@ async def test_a_git_that_never_answers_does_not_hold_the_session_start(
         await asyncio.sleep(0.02)
     else:
         raise AssertionError("git's hook was left running")
+
+
+def test_an_instruction_file_swapped_for_a_fifo_after_its_check_does_not_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only regular files are read, and the check is of what was opened: a CLAUDE.md that
+    is a regular file when looked at and a FIFO when opened (swapped between the two) must
+    not block the session start on the FIFO's open, which waits for a writer for ever."""
+    import threading
+
+    (tmp_path / "CLAUDE.md").write_text("first")
+    target = tmp_path / "CLAUDE.md"
+    swapped: list[bool] = []
+
+    def swap_first(real: Any) -> Any:
+        def opening(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if not swapped and os.fspath(path) == str(target):  # the race, made certain
+                swapped.append(True)
+                target.unlink()
+                os.mkfifo(target)
+            return real(path, *args, **kwargs)
+
+        return opening
+
+    monkeypatch.setattr(io, "open", swap_first(io.open))
+    monkeypatch.setattr(os, "open", swap_first(os.open))
+    result: list[str] = []
+    reader = threading.Thread(
+        target=lambda: result.append(project_context.load_instructions(tmp_path, tmp_path))
+    )
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # blocked in the FIFO's open: a writer lets it go
+        with open(target, "wb"):
+            pass
+        reader.join(10)
+        raise AssertionError("the instructions were read from a FIFO (blocked in its open)")
+    assert swapped and "first" not in result[0]

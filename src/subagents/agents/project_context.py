@@ -122,18 +122,39 @@ def _read_regular(path: Path, seen: set[Path]) -> str | None:
         resolved = path.resolve()
     except (OSError, RuntimeError):  # missing, or a symlink loop
         return None
-    if resolved in seen or not resolved.is_file():
+    if resolved in seen:
         return None
     seen.add(resolved)
-    try:
-        with resolved.open("rb") as handle:
-            raw = handle.read(MAX_FILE_CHARS * 4 + 1)
-    except OSError:
+    raw = _read_if_regular(resolved, MAX_FILE_CHARS * 4 + 1)
+    if raw is None:
         return None
     text = raw.decode("utf-8", errors="replace").strip()
     if len(text) > MAX_FILE_CHARS:
         text = text[:MAX_FILE_CHARS] + f"\n… ({path} truncated)"
     return text
+
+
+def _read_if_regular(path: Path, size: int) -> bytes | None:
+    """Up to ``size`` bytes of ``path`` if what is opened is a regular file (checked on the
+    descriptor: a file swapped for a FIFO after a look at it is not read). ``O_NONBLOCK``: the
+    open of a FIFO would otherwise wait for a writer, for ever; a regular file ignores it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        parts: list[bytes] = []
+        left = size
+        while left > 0 and (part := os.read(fd, left)):
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def imports_of(text: str, base: Path, home: Path) -> list[Path]:
