@@ -394,3 +394,32 @@ def test_the_tag_search_reads_whole_environments_and_matches_whole_entries() -> 
         for proc in (tagged, lookalike):
             proc.kill()
             proc.wait()
+
+
+def test_the_tag_search_never_signals_a_process_that_took_a_tagged_ones_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between the look at ``/proc/<pid>/environ`` and the signal, the tagged process may
+    exit and its number go to a stranger: the signal must reach only a process that carries
+    the tag when it is sent (pidfd). The race made certain: the first look at the stranger
+    says it is tagged, as the look at its number's previous process did."""
+    from subagents import processes
+
+    tag = uuid.uuid4().hex
+    stranger = subprocess.Popen(["sleep", "30"], env={"PATH": os.environ.get("PATH", "")})
+    real = processes._has_tag
+    looked: set[int] = set()
+
+    def first_look_saw_the_old_process(pid: int, needle: bytes) -> bool:
+        if pid == stranger.pid and pid not in looked:
+            looked.add(pid)
+            return True
+        return real(pid, needle)
+
+    monkeypatch.setattr(processes, "_has_tag", first_look_saw_the_old_process)
+    try:
+        assert kill_tagged(tag) == []
+        assert stranger.poll() is None  # not signalled
+    finally:
+        stranger.kill()
+        stranger.wait()

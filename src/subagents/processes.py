@@ -106,12 +106,36 @@ def kill_tagged(tag: str, sig: int = signal.SIGKILL, *, passes: int = 3) -> list
         if not found:
             break
         for pid in found:
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                continue
-            killed.append(pid)
+            if _signal_if_tagged(pid, needle, sig):
+                killed.append(pid)
     return killed
+
+
+def _signal_if_tagged(pid: int, needle: bytes, sig: int) -> bool:
+    """Signal ``pid`` if the process it names carries the tag when signalled. The tagged
+    process seen may have exited since the look and a stranger taken its number: a pidfd
+    pins whichever process has the number now, and the tag is looked at again after it was
+    opened (a process that took the number later is not the pidfd's, and the signal to the
+    pidfd's dead one fails). Without pidfds (not Linux 5.3+): a plain ``kill``."""
+    if not _have_pidfds():
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:  # gone
+        return False
+    try:
+        if not _has_tag(pid, needle):
+            return False
+        signal.pidfd_send_signal(pidfd, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    finally:
+        os.close(pidfd)
+    return True
 
 
 def _pids() -> list[int]:
