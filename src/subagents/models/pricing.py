@@ -55,7 +55,13 @@ PRICES: dict[str, Price] = {
 def price_for(model_name: str, env: Mapping[str, str] | None = None) -> Price:
     """The price of ``model_name``: ``SUBAGENTS_PRICES`` first, then ``PRICES``, else free."""
     name = model_name.lower()
-    for key, price in [*_env_prices(env).items(), *PRICES.items()]:
+    # (each table walked in place: no list of both per look-up, once per agent's loop)
+    raw = (os.environ if env is None else env).get("SUBAGENTS_PRICES")
+    if raw:
+        for key, price in _parsed_prices(raw).items():
+            if key.lower() in name:
+                return price
+    for key, price in PRICES.items():
         if key.lower() in name:
             return price
     return FREE
@@ -65,10 +71,8 @@ def cost_usd(model_name: str, usage: Usage, env: Mapping[str, str] | None = None
     return price_for(model_name, env).cost(usage)
 
 
-def _env_prices(env: Mapping[str, str] | None) -> dict[str, Price]:
-    raw = (os.environ if env is None else env).get("SUBAGENTS_PRICES")
-    if not raw:
-        return {}
+def _parsed_prices(raw: str) -> dict[str, Price]:
+    """``SUBAGENTS_PRICES``'s table (``raw``: its non-empty value)."""
     try:
         data = json.loads(raw)
         return {
