@@ -29,6 +29,7 @@ from subagents.agents.recovery import (
     reconcile_orphans,
     repair_unanswered,
 )
+from subagents.agents.transcript_repair import inspect_transcript
 from subagents.messages import Message, tool_uses
 from subagents.session import Session, SessionOptions
 from subagents.state import ProjectState
@@ -574,3 +575,21 @@ def test_a_schema_v1_running_record_loads_and_uses_the_legacy_window(
     assert record.status == ("completed" if recovered else "running")
     if recovered:
         assert record.schema_version == 2 and record.result.text == "in config.py"
+
+
+def test_a_torn_last_line_cut_inside_a_character_is_skipped_as_any_torn_line(
+    tmp_path: Path,
+) -> None:
+    """A write cut short (a full disk, a power loss; a reader racing a running child's
+    append) can end inside a multi-byte character: the torn last line is skipped as any torn
+    line is, not a decode error of the whole transcript (as the resume of a session reads it,
+    ``inspect_transcript``)."""
+    path = tmp_path / "t.jsonl"
+    write_transcript(path, [[user("do the thing"), said("fait")]])
+    torn = json.dumps({"type": "message", "message": said("été")}, ensure_ascii=False)
+    data = torn.encode()
+    with path.open("ab") as handle:
+        handle.write(data[: data.index("é".encode()) + 1])  # half of the é
+    assert [m["role"] for m in read_messages(path)] == ["user", "assistant"]
+    assert [r["type"] for r in read_records(path)] == ["message", "message", "turn_completed"]
+    assert [m["role"] for m in inspect_transcript(path).durable] == ["user", "assistant"]

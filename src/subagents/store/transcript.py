@@ -171,16 +171,18 @@ class TranscriptWriter:
 
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Records of a transcript; a torn last line (crash mid-write) is skipped, others must parse."""
-    with path.open(encoding="utf-8") as handle:
+    """Records of a transcript; a torn last line (crash mid-write) is skipped, others must parse.
+    Lines are decoded one by one: a torn line may end inside a character (``UnicodeDecodeError``
+    of the whole file, read as text, ended the read of every line before it)."""
+    with path.open("rb") as handle:
         lines = handle.readlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            yield json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == len(lines) and not line.endswith("\n"):
+            yield json.loads(line.decode("utf-8"))  # (not bytes: those may be read as UTF-16)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            if number == len(lines) and not line.endswith(b"\n"):
                 return
             raise ValueError(f"{path}:{number}: corrupt transcript line: {exc}") from exc
 
