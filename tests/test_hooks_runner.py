@@ -356,6 +356,33 @@ async def test_a_hook_that_never_reads_and_never_exits_still_times_out(
     assert reaped(int((tmp_path / "sh.pid").read_text()))
 
 
+async def test_a_group_that_cannot_be_recorded_leaves_no_hook_running(
+    way: str, tmp_path: Path
+) -> None:
+    # A child records each group on disk for crash recovery; should that fail, the hook it
+    # was for must not run on unowned.
+    groups: list[int] = []
+
+    def record(pgid: int) -> None:
+        groups.append(pgid)
+        raise OSError(28, "No space left on device")
+
+    command = HookCommand(command="exec sleep 60", timeout=60)
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(ExceptionGroup) as failed:
+        await run_hooks(
+            [command],
+            {},
+            cwd=tmp_path,
+            env={"PATH": os.defpath},
+            processes=ProcessTracker(on_add=record),
+        )
+    assert failed.group_contains(OSError)
+    [sh_pid] = groups  # the group's ID is the shell's PID
+    assert reaped(sh_pid)
+    assert len(os.listdir("/proc/self/fd")) <= before
+
+
 def test_no_hook_daemon_outlives_a_cli_run(tmp_path: Path) -> None:
     from cli_helpers import run_script, tool_call, wait_until_dead, write_script
     from test_hooks_permissions_e2e import hook, write_settings

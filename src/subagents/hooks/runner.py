@@ -162,10 +162,10 @@ async def _run_command_hook(
         proc = await retry_on_emfile(start)
     except OSError as exc:
         return HookRun(command=command, exit_code=None, error=f"{type(exc).__name__}: {exc}")
-    if processes is not None:
-        processes.add(proc.pid)
     outputs = (CappedOutput(MAX_OUTPUT_BYTES), CappedOutput(MAX_OUTPUT_BYTES))
     try:
+        if processes is not None:  # inside: should recording the group fail, the hook is ended
+            processes.add(proc.pid)
         outputs[0].read_from(proc.stdout)
         outputs[1].read_from(proc.stderr)
         async with asyncio.timeout(command.timeout):
@@ -287,13 +287,13 @@ async def _run_command_hook_asyncio(
     finally:
         for _, write_fd in pipes:
             os.close(write_fd)  # the shell holds its own copies
-    if processes is not None:
-        processes.add(proc.pid)
     readers = [_CappedReader(read_fd) for read_fd, _ in pipes]
     tasks = [
         asyncio.create_task(reader.run(), name=f"hook-output:{proc.pid}") for reader in readers
     ]
     try:
+        if processes is not None:  # inside: should recording the group fail, the hook is ended
+            processes.add(proc.pid)
         async with asyncio.timeout(command.timeout):
             await asyncio.gather(_feed(proc, stdin), proc.wait())
     except TimeoutError:
