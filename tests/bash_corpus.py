@@ -318,6 +318,14 @@ PLAN_MODE_WRITES: list[str] = [
     "cp tgt out",
     "touch out",
     "mkdir out",
+    # an option spelled as getopt_long / parse-options / getopt also read it: abbreviated,
+    # clustered, its value attached
+    "sort --outp=out tgt",
+    "sort --o=out tgt",
+    "git grep --no-index -O'touch out' victim",
+    "git grep --no-index -iO'touch out' victim",
+    "git grep --no-index --open-files='touch out' victim",
+    "file -bC",
 ]
 
 GIT_PUSH_BYPASSES: list[str] = [

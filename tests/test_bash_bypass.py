@@ -261,3 +261,52 @@ def test_deep_nesting_does_not_crash(tmp_path: Path) -> None:
     for _ in range(12):
         nested = "bash -c " + "'" + nested.replace("'", "'\\''") + "'"
     assert behavior(ctx, nested, tmp_path) != "allow"
+
+
+GIT_REPO_WRITES = [
+    "git remote -v add elsewhere https://example.invalid/x",
+    "git stash list --output=out",
+]
+"""Read-only looking git commands that write in a repository (the corpus runs outside one)."""
+
+
+def test_git_commands_that_write_in_a_repository_are_not_read_only(tmp_path: Path) -> None:
+    for index, command in enumerate(GIT_REPO_WRITES):
+        folder = tmp_path / str(index)
+        folder.mkdir()
+        lay_out(folder)
+        run_bash(
+            "git init -q && git add tgt && git -c user.name=a -c user.email=a@b commit -qm a"
+            " && echo changed > tgt && git stash -q",
+            folder,
+        )
+        before = snapshot(folder / ".git") | snapshot(folder)
+        run_bash(command, folder)  # the oracle: it does write
+        assert snapshot(folder / ".git") | snapshot(folder) != before, command
+        assert not BASH.is_read_only(BashInput(command=command)), command
+        assert behavior(context(folder, "default"), command, folder) != "allow", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["date -s2030-01-01", "fd -xrm", "fd . -Xrm", "tree -oout", "sort --compress-program=sh tgt"],
+)
+def test_a_forbidden_option_in_a_cluster_or_abbreviated_is_not_read_only(command: str) -> None:
+    """Not run by the oracle (the clock; fd and tree may be absent; sort compresses only with
+    temporary files), spelled as the programs' parsers read them."""
+    assert not BASH.is_read_only(BashInput(command=command))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git grep -n foo",
+        "git log --oneline -5",
+        "sort -n -r tgt",
+        "date -u +%s",
+        "file -b tgt",
+        "git remote -v",
+    ],
+)
+def test_ordinary_options_beside_forbidden_ones_are_still_read_only(command: str) -> None:
+    assert BASH.is_read_only(BashInput(command=command))

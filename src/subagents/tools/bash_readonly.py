@@ -102,26 +102,39 @@ def _always(args: list[str]) -> bool:
 
 
 def _forbid(*options: str) -> Callable[[list[str]], bool]:
-    """A check that rejects the given options (also as ``--opt=value``)."""
+    """A check that rejects the given options however they are spelled: as ``--opt=value``; a
+    long one abbreviated (getopt_long and git's parse-options take any unambiguous prefix:
+    ``git grep --open-files=CMD`` is ``--open-files-in-pager``; any prefix is refused, fail
+    closed); a one-letter one in a cluster or with its value attached (``git grep -iO'CMD'``,
+    ``fd -xrm``: a letter anywhere in a single-dash word is refused, an attached value of
+    another option included). Single-dash words of more than one letter (``find -delete``) are
+    matched whole."""
+    longs = tuple(option for option in options if option.startswith("--"))
+    letters = "".join(option[1] for option in options if len(option) == 2 and option[0] == "-")
 
     def check(args: list[str]) -> bool:
-        return not any(arg.split("=", 1)[0] in options for arg in args)
+        return not any(_spells(arg, options, longs, letters) for arg in args)
 
     return check
+
+
+def _spells(arg: str, options: Sequence[str], longs: Sequence[str], letters: str) -> bool:
+    """Whether ``arg`` may be one of ``options`` (see ``_forbid``)."""
+    name = arg.split("=", 1)[0]
+    if name in options:
+        return True
+    if name.startswith("--"):
+        return len(name) > 2 and any(option.startswith(name) for option in longs)
+    return name[:1] == "-" and any(letter in arg[1:] for letter in letters)
 
 
 def _no_positional(args: list[str]) -> bool:
     return all(arg.startswith("-") for arg in args)
 
 
-def _sort(args: list[str]) -> bool:
-    """``sort -o FILE`` writes; any short-option cluster holding ``o`` is refused."""
-    for arg in args:
-        if arg.startswith("--output"):
-            return False
-        if arg.startswith("-") and not arg.startswith("--") and "o" in arg:
-            return False
-    return True
+_sort = _forbid("-o", "--output", "--compress-program")
+"""``sort -o FILE`` (``--outp=FILE`` too) writes; ``--compress-program=PROG`` runs PROG on its
+temporary files."""
 
 
 def _uniq(args: list[str]) -> bool:
@@ -216,7 +229,8 @@ _GIT_SUBCOMMANDS: dict[str, Callable[[list[str]], bool]] = {
     "ls-files": _always,
     "ls-tree": _always,
     "blame": _always,
-    "remote": _git_only("-v", "--verbose", "get-url"),
+    "remote": lambda args: all(a in ("-v", "--verbose") for a in args)
+    or args[0] == "get-url",  # (``git remote -v add NAME URL`` adds one)
     "grep": _forbid("-O", "--open-files-in-pager"),
     "shortlog": _always,
     "describe": _always,
@@ -229,7 +243,7 @@ _GIT_SUBCOMMANDS: dict[str, Callable[[list[str]], bool]] = {
     "check-ignore": _always,
     "tag": _git_tag,
     "config": _git_config,
-    "stash": lambda args: bool(args) and args[0] in ("list", "show"),
+    "stash": lambda args: bool(args) and args[0] in ("list", "show") and _NO_OUTPUT_FILE(args),
     "worktree": lambda args: bool(args) and args[0] == "list",
     "reflog": _git_only("show"),
     "version": _always,
