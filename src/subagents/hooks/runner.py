@@ -9,9 +9,9 @@ never reach a hook script, which is often a third-party file checked into a repo
 
 Processes. The shell is started by ``processes.start_piped`` (``subprocess.Popen`` with
 ``close_fds``, so no descriptor of ours reaches it; its stdin, stdout and stderr on pipes of
-ours) and waited for through a pidfd, without asyncio's child watcher and transports (~0.65
-ms of this process's CPU a hook run, docs/performance.md session 13); where there are no
-pidfds it is asyncio's subprocesses, as before. Each hook runs in its own session
+ours) and waited for through a pidfd, without asyncio's child watcher and transports (a
+third of a hook run's CPU in this process, docs/performance.md session 13); where there are
+no pidfds it is asyncio's subprocesses, as before. Each hook runs in its own session
 (``start_new_session=True``), so its process group holds the shell and everything it
 spawned, and its environment carries a run tag
 (``SUBAGENTS_RUN_TAG``, ``processes.kill_tagged``) that every descendant inherits, a daemon
