@@ -229,8 +229,9 @@ _GIT_SUBCOMMANDS: dict[str, Callable[[list[str]], bool]] = {
     "ls-files": _always,
     "ls-tree": _always,
     "blame": _always,
-    "remote": lambda args: all(a in ("-v", "--verbose") for a in args)
-    or args[0] == "get-url",  # (``git remote -v add NAME URL`` adds one)
+    "remote": lambda args: (
+        all(a in ("-v", "--verbose") for a in args) or args[0] == "get-url"
+    ),  # (``git remote -v add NAME URL`` adds one)
     "grep": _forbid("-O", "--open-files-in-pager"),
     "shortlog": _always,
     "describe": _always,
