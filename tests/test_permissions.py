@@ -500,6 +500,24 @@ def test_accept_edits_allows_edits_inside_roots_only(repo: Path) -> None:
     assert verdict(ctx_, BASH, repo, command="rm x") == "ask"
 
 
+def test_accept_edits_asks_for_an_edit_of_a_git_repository_s_own_files(repo: Path) -> None:
+    """acceptEdits lets file edits through, not commands: but git runs what its repository's
+    config names (``core.fsmonitor`` on ``git status``, ``diff.external`` on ``git diff``:
+    both read-only, allowed without asking), so a Write of ``.git/config`` followed by ``git
+    status`` ran a command of the model's choosing. A ``.git`` anywhere in the path (a ``.git``
+    file points git at another folder) asks."""
+    (repo / ".git").mkdir(exist_ok=True)
+    ctx_ = context(repo, mode="acceptEdits")
+    for path in (".git/config", ".git/hooks/pre-commit", "sub/.git", "sub/.git/config"):
+        assert verdict(ctx_, WRITE, repo, file_path=path, content="") == "ask", path
+    assert (
+        verdict(ctx_, EDIT, repo, file_path=".git/config", old_string="a", new_string="b") == "ask"
+    )
+    assert verdict(ctx_, WRITE, repo, file_path=".gitignore", content="") == "allow"
+    assert verdict(ctx_, WRITE, repo, file_path="src/git/config", content="") == "allow"
+    assert verdict(ctx_, BASH, repo, command="git status") == "allow"  # the read stays allowed
+
+
 def test_bypass_allows_everything_not_denied(repo: Path) -> None:
     ctx_ = context(repo, mode="bypassPermissions", deny=["Write(//etc/**)"])
     assert verdict(ctx_, BASH, repo, command="rm -rf build") == "allow"

@@ -9,7 +9,7 @@ Order (first that applies wins):
 5. ``bypassPermissions`` → allow;
 6. an ``allow`` rule matches → allow;
 7. the call is read-only (and the tool's own claim: not an MCP server's hint) → allow;
-8. ``acceptEdits`` and a file edit inside the working roots → allow;
+8. ``acceptEdits`` and a file edit inside the working roots, not in a ``.git`` → allow;
 9. otherwise → ask.
 
 A Bash command is analysed (``tools.bash_commands.analyze``) into every program it runs,
@@ -131,10 +131,17 @@ def _decide_tool(
 
 
 def _edit_inside_roots(tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> bool:
+    """A file edit acceptEdits lets through: inside the working roots, and not of a git
+    repository's own files (a ``.git`` anywhere in the path: the folder, or a ``.git`` file
+    pointing git elsewhere). git runs what its config names — ``core.fsmonitor`` on ``git
+    status``, ``diff.external`` on ``git diff``, read-only commands allowed without asking — so
+    such an edit is a command, not an edit: it asks."""
     if tool.name not in EDIT_TOOL_NAMES:
         return False
     path = tool_path(args, ctx.cwd)
-    return path is not None and any(is_inside(path, root) for root in allowed_roots(ctx))
+    if path is None or ".git" in path.parts:
+        return False
+    return any(is_inside(path, root) for root in allowed_roots(ctx))
 
 
 def describe_call(tool_name: str, args: BaseModel, ctx: ToolContext) -> str:
