@@ -34,12 +34,24 @@ class InboxItem:
     """False: delivered only along with other input (``pending`` ignores it)."""
 
 
+_NO_ITEMS: tuple[InboxItem, ...] = ()
+_NO_IDS: frozenset[str] = frozenset()
+
+
 class Inbox:
-    """Pending input of one agent."""
+    """Pending input of one agent.
+
+    Its queue and its set of ids are made at the first ``put`` (until then the shared empty
+    ``_NO_ITEMS`` and ``_NO_IDS``), and it has slots: a swarm's thousand waiting children
+    each held an empty deque, an empty set and an instance dict, three objects the garbage
+    collector visits at every collection that reaches them, for inboxes most of which never
+    receive an item."""
+
+    __slots__ = ("_arrived", "_items", "_seen", "_waking", "expecting", "on_put", "wait_deadline")
 
     def __init__(self) -> None:
-        self._items: deque[InboxItem] = deque()
-        self._seen: set[str] = set()
+        self._items: deque[InboxItem] | tuple[InboxItem, ...] = _NO_ITEMS
+        self._seen: set[str] | frozenset[str] = _NO_IDS
         self._waking = 0
         """Queued items that may wake the agent (``wakes``)."""
         self._arrived: asyncio.Event | None = None
@@ -54,8 +66,11 @@ class Inbox:
         """Queue an item; False when an item with that id was already queued or delivered."""
         if item.id in self._seen:
             return False
-        self._seen.add(item.id)
-        self._items.append(item)
+        items, seen = self._items, self._seen
+        if not isinstance(items, deque) or not isinstance(seen, set):  # the first item
+            items, seen = self._items, self._seen = deque(), set()
+        seen.add(item.id)
+        items.append(item)
         if not item.wakes:
             return True
         self._waking += 1
@@ -79,8 +94,9 @@ class Inbox:
         self._waking = 0
         texts: list[str] = []
         riders: list[InboxItem] = []
-        while self._items:
-            item = self._items.popleft()
+        items = self._items
+        while items and isinstance(items, deque):  # (nothing ever queued: the empty tuple)
+            item = items.popleft()
             if not item.wakes:
                 riders.append(item)
                 continue
