@@ -310,3 +310,25 @@ def test_a_forbidden_option_in_a_cluster_or_abbreviated_is_not_read_only(command
 )
 def test_ordinary_options_beside_forbidden_ones_are_still_read_only(command: str) -> None:
     assert BASH.is_read_only(BashInput(command=command))
+
+
+@pytest.mark.parametrize("spelling", ["--git-dir=evil", "--git-dir evil", "-C . --git-dir=evil"])
+def test_git_reading_its_config_from_a_folder_named_is_not_read_only(
+    tmp_path: Path, spelling: str
+) -> None:
+    """``git --git-dir=evil status`` reads ``evil/config``, whose ``core.fsmonitor`` it runs:
+    a folder the model can write (acceptEdits lets ``evil/config`` through: no ``.git`` in its
+    path) turns a read-only looking status into any command."""
+    lay_out(tmp_path)
+    run_bash(
+        "git init -q real && mv real/.git evil && rmdir real"
+        " && git --git-dir=evil --work-tree=. add tgt"
+        " && git --git-dir=evil config core.fsmonitor 'touch out; true'",
+        tmp_path,
+    )
+    command = f"git {spelling} status --short"
+    run_bash(command, tmp_path)
+    assert (tmp_path / "out").exists()  # the oracle: git ran the config's command
+    assert not BASH.is_read_only(BashInput(command=command))
+    assert behavior(context(tmp_path, "default"), command, tmp_path) != "allow"
+    assert BASH.is_read_only(BashInput(command="git -C . --no-pager status --short"))

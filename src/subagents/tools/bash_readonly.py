@@ -69,9 +69,33 @@ def invocation_read_only(invocation: Invocation) -> bool:
         return False
     if any(form.via not in READ_ONLY_WRAPPERS for form in invocation.forms[:-1]):
         return False
+    if any(form.via == "git" and _git_elsewhere(form.words) for form in invocation.forms[:-1]):
+        return False
     if invocation.end in ("none", "container"):
         return True
     return is_read_only_words(invocation.last.words)
+
+
+_GIT_ELSEWHERE = ("--git-dir", "--exec-path")
+
+
+def _git_elsewhere(words: Sequence[Word]) -> bool:
+    """Whether ``git``'s global options take its config or its programs from a folder named
+    here (``--git-dir=evil``: ``evil/config``'s ``core.fsmonitor`` runs on ``git status``;
+    ``--exec-path``: git's helpers and PATH). The options end at the subcommand."""
+    iterator = iter(words[1:])
+    for word in iterator:
+        if not word.text.startswith("-"):
+            return False
+        name = word.text.split("=", 1)[0]
+        if name in _GIT_ELSEWHERE:
+            return True
+        if name in _GIT_VALUED and "=" not in word.text:
+            next(iterator, None)  # its value
+    return False
+
+
+_GIT_VALUED = frozenset({"-C", "--work-tree", "--namespace", "--super-prefix", "--config-env"})
 
 
 def known_program(name: str) -> bool:
@@ -181,7 +205,7 @@ def _git(args: list[str]) -> bool:
         arg = args[index]
         if arg in _GIT_GLOBAL_VALUE:
             index += 2
-        elif arg in _GIT_GLOBAL_FLAGS or arg.startswith(("--git-dir=", "--work-tree=")):
+        elif arg in _GIT_GLOBAL_FLAGS or arg.startswith("--work-tree="):
             index += 1
         else:
             return arg in ("--version", "--help") and index == len(args) - 1
