@@ -470,10 +470,17 @@ class Piped:
                 os.close(fd)
 
 
-def start_piped(argv: tuple[str, ...], *, cwd: Path, env: Mapping[str, str]) -> Piped:
-    """Start ``argv`` in ``cwd`` with ``env``, in a session (and process group) of its own,
-    its three standard streams on pipes of ours. OSError when it cannot start (a missing cwd
-    or program; nothing is left running then).
+def start_piped(
+    argv: tuple[str, ...],
+    *,
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    with_input: bool = True,
+) -> Piped:
+    """Start ``argv`` in ``cwd`` with ``env`` (None: this process's), in a session (and
+    process group) of its own, its three standard streams on pipes of ours — stdin on
+    ``/dev/null`` instead unless ``with_input`` (``Piped.stdin`` is then -1). OSError when it
+    cannot start (a missing cwd or program; nothing is left running then).
 
     ``subprocess.Popen`` makes the process, with exactly the arguments asyncio's
     ``create_subprocess_exec`` gives it (``close_fds``: no descriptor of this process but the
@@ -487,6 +494,10 @@ def start_piped(argv: tuple[str, ...], *, cwd: Path, env: Mapping[str, str]) -> 
     theirs: list[int] = []  # the child's ends, closed once it holds its copies
     try:
         for stream in range(3):  # stdin: the child reads; stdout, stderr: it writes
+            if stream == 0 and not with_input:
+                ours.append(-1)
+                theirs.append(subprocess.DEVNULL)
+                continue
             read_end, write_end = os.pipe2(os.O_CLOEXEC)
             child_reads = stream == 0
             ours.append(write_end if child_reads else read_end)
@@ -511,13 +522,16 @@ def start_piped(argv: tuple[str, ...], *, cwd: Path, env: Mapping[str, str]) -> 
             raise
     except BaseException:
         for fd in ours:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         raise
     finally:
         for fd in theirs:
-            os.close(fd)
+            if fd >= 0:  # not DEVNULL (-3), which Popen opened and closed itself
+                os.close(fd)
     for fd in ours:
-        os.set_blocking(fd, False)
+        if fd >= 0:
+            os.set_blocking(fd, False)
     return Piped(popen.pid, pidfd, ours[0], ours[1], ours[2])
 
 
@@ -544,10 +558,12 @@ class CappedOutput:
     read and dropped (the writer never blocks on a full pipe; memory stays at ``limit``).
     Kept as it is read, so a read stopped half-way leaves what it had."""
 
-    __slots__ = ("_fd", "_loop", "done", "dropped", "kept", "limit")
+    __slots__ = ("_fd", "_loop", "done", "dropped", "kept", "limit", "on_full")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, on_full: Callable[[], None] | None = None) -> None:
         self.limit = limit
+        self.on_full = on_full
+        """Called once, when ``limit`` bytes have been kept (e.g. to stop the writer)."""
         self.kept = bytearray()
         self.dropped = 0
         self._fd = -1
@@ -586,6 +602,8 @@ class CappedOutput:
         room = self.limit - len(self.kept)
         if room > 0:
             self.kept += chunk[:room]
+            if len(self.kept) >= self.limit and self.on_full is not None:
+                self.on_full()
         self.dropped += max(0, len(chunk) - max(room, 0))
 
 

@@ -6,9 +6,12 @@ uses the pure-Python search (``walk.py``), a path names the binary. Without ``rg
 still works, only slower.
 
 How it is run: arguments as a list (no shell), ``--no-config`` (a user's ``RIPGREP_CONFIG_PATH``
-cannot change what the model sees), ``--null`` separators (any file name parses), in its own
-process group, killed with the group on cancellation; at most ``MAX_OUTPUT_BYTES`` of its
-output is read, then it is killed and the answer says it was cut. Ignore rules as the Python
+cannot change what the model sees), ``--null`` separators (any file name parses), stdin on
+``/dev/null``, in its own process group, killed with the group on cancellation; at most
+``MAX_OUTPUT_BYTES`` of its output is kept, then it is killed and the answer says it was cut.
+Started by ``processes.start_piped`` and waited for through a pidfd — not asyncio's
+subprocess machinery, half of a Grep's or Glob's CPU in this process (docs/performance.md,
+session 13); asyncio's way where there are no pidfds. Ignore rules as the Python
 walk applies them: ``.gitignore`` (nested, with or without a git repository:
 ``--no-require-git``), ``.ignore``, ``.git/info/exclude``; no global gitignore
 (``--no-ignore-global``), so both engines see the same files; version-control folders never.
@@ -22,17 +25,28 @@ import functools
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from subagents.descriptors import process_slot, retry_on_emfile
-from subagents.processes import kill_group
+from subagents.processes import (
+    CappedOutput,
+    Piped,
+    have_pidfds,
+    kill_and_reap,
+    kill_group,
+    reap,
+    start_piped,
+    wait_exited,
+)
 
 VCS_DIRS = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
 """Version-control folders: never walked by Grep or Glob, hidden or not."""
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 _REAP_TIMEOUT_S = 5.0
+_STDERR_KEPT = 1 << 16
 _OFF = frozenset({"0", "off", "false", "no"})
 
 
@@ -88,6 +102,68 @@ async def run_rg(binary: str, args: Sequence[str]) -> RgResult:
 
 
 async def _run(binary: str, args: Sequence[str]) -> RgResult:
+    """``rg`` waited for through a pidfd (``processes.start_piped``: no child-watcher thread,
+    no transports); where there are no pidfds, through asyncio's subprocesses."""
+    if not have_pidfds():
+        return await _run_asyncio(binary, args)
+    argv = (binary, *args)
+
+    async def start() -> Piped:
+        return start_piped(argv, cwd=None, env=None, with_input=False)
+
+    proc = await retry_on_emfile(start)
+
+    def stop() -> None:
+        # Past the cap rg is stopped (its group killed: it is unreaped, so its PID is still
+        # its group's); what it wrote up to the cap is kept, the rest read and dropped.
+        kill_group(proc.pid, signal.SIGKILL)
+
+    out = CappedOutput(MAX_OUTPUT_BYTES, on_full=stop)
+    err = CappedOutput(_STDERR_KEPT)  # read to the end (a full pipe would stall rg)
+    code: int | None = None
+    try:
+        await asyncio.gather(out.read_from(proc.stdout), err.read_from(proc.stderr))
+        await wait_exited(proc.pidfd)
+        with contextlib.suppress(ChildProcessError):  # reaped by code that waits for any child
+            code = reap(proc.pidfd)
+    except BaseException:
+        kill_group(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):  # bounded, and immune
+            await asyncio.wait_for(asyncio.shield(_reaped(proc)), _REAP_TIMEOUT_S)  # to a 2nd
+        raise
+    finally:
+        out.stop()
+        err.stop()
+        proc.close()  # reaped by now, or its pidfd handed to a thread that reaps it
+    return RgResult(
+        stdout=bytes(out.kept),
+        stderr=err.kept.decode(errors="replace"),
+        code=code,
+        truncated=len(out.kept) >= MAX_OUTPUT_BYTES,
+    )
+
+
+async def _reaped(proc: Piped) -> None:
+    """Reap a killed ``rg`` (immediate after its SIGKILL, unless it is stuck in the kernel:
+    then a daemon thread reaps it whenever it ends)."""
+    try:
+        await asyncio.wait_for(wait_exited(proc.pidfd), _REAP_TIMEOUT_S / 2)
+    except TimeoutError:
+        pidfd, proc.pidfd = proc.pidfd, -1
+        threading.Thread(target=_reap_and_close, args=(pidfd,), daemon=True).start()
+        return
+    with contextlib.suppress(ChildProcessError):
+        reap(proc.pidfd)
+
+
+def _reap_and_close(pidfd: int) -> None:
+    try:
+        kill_and_reap(pidfd)
+    finally:
+        os.close(pidfd)
+
+
+async def _run_asyncio(binary: str, args: Sequence[str]) -> RgResult:
     proc = await retry_on_emfile(
         lambda: asyncio.create_subprocess_exec(
             binary,
