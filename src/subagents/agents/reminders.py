@@ -25,6 +25,7 @@ from subagents.agents.schema import AgentDefinition
 from subagents.messages import ContentBlock, Message, text_block, user_message
 
 AGENT_TOOL_NAMES = ("Agent", "Task")
+_AGENT_TOOL_SET = frozenset(AGENT_TOOL_NAMES)
 
 
 def system_reminder(text: str) -> str:
@@ -90,7 +91,8 @@ def reminders_for(
     runtime: AgentRuntime, definition: AgentDefinition | None, tool_names: Sequence[str]
 ) -> TurnReminders | None:
     """The reminders an agent with this definition and these tools gets (None: nothing)."""
-    holds_agent = any(name in AGENT_TOOL_NAMES for name in tool_names)
+    # (one set operation, not a generator resumed per tool name: once per child)
+    holds_agent = not _AGENT_TOOL_SET.isdisjoint(tool_names)
     critical = definition.critical_reminder if definition is not None else None
     if not holds_agent and not critical:
         return None
