@@ -289,11 +289,24 @@ def test_git_commands_that_write_in_a_repository_are_not_read_only(tmp_path: Pat
 
 @pytest.mark.parametrize(
     "command",
-    ["date -s2030-01-01", "fd -xrm", "fd . -Xrm", "tree -oout", "sort --compress-program=sh tgt"],
+    [
+        "date -s2030-01-01",
+        "fd -xrm",
+        "fd . -Xrm",
+        "tree -oout",
+        "tree -R -L 1",
+        "sort --compress-program=sh tgt",
+        "ag --pager='touch out' x",
+        "ag --pag='touch out' x",
+        "hostname -Fname-file",
+        "hostname --file=name-file",
+        "hostname -b",
+        "hostname newname",
+    ],
 )
 def test_a_forbidden_option_in_a_cluster_or_abbreviated_is_not_read_only(command: str) -> None:
-    """Not run by the oracle (the clock; fd and tree may be absent; sort compresses only with
-    temporary files), spelled as the programs' parsers read them."""
+    """Not run by the oracle (the clock and the host name; fd, tree and ag may be absent; sort
+    compresses only with temporary files), spelled as the programs' parsers read them."""
     assert not BASH.is_read_only(BashInput(command=command))
 
 
@@ -306,6 +319,10 @@ def test_a_forbidden_option_in_a_cluster_or_abbreviated_is_not_read_only(command
         "date -u +%s",
         "file -b tgt",
         "git remote -v",
+        "hostname",
+        "hostname -f",
+        "ag foo",
+        "tree -L 2",
     ],
 )
 def test_ordinary_options_beside_forbidden_ones_are_still_read_only(command: str) -> None:

@@ -45,7 +45,7 @@ _ALWAYS_READ_ONLY = (
     "ls cat head tail wc grep egrep fgrep pwd echo printf which type stat du df cut diff "
     "basename dirname realpath readlink true false test [ whoami id uname printenv nproc "
     "tac rev nl od hexdump md5sum sha1sum sha256sum sha512sum cksum cmp comm tr column "
-    "fold paste expand unexpand strings seq sleep ps jq cd set ag locale read :"
+    "fold paste expand unexpand strings seq sleep ps jq cd set locale read :"
 )
 
 
@@ -152,8 +152,34 @@ def _spells(arg: str, options: Sequence[str], longs: Sequence[str], letters: str
     return name[:1] == "-" and any(letter in arg[1:] for letter in letters)
 
 
-def _no_positional(args: list[str]) -> bool:
-    return all(arg.startswith("-") for arg in args)
+_HOSTNAME_SHOWS = frozenset(
+    [
+        "-a",
+        "--alias",
+        "-A",
+        "--all-fqdns",
+        "-d",
+        "--domain",
+        "-f",
+        "--fqdn",
+        "--long",
+        "-i",
+        "--ip-address",
+        "-I",
+        "--all-ip-addresses",
+        "-s",
+        "--short",
+        "-y",
+        "--yp",
+        "--nis",
+        "-h",
+        "--help",
+        "-V",
+        "--version",
+    ]
+)
+"""``hostname``'s options that only show something: ``-F FILE``/``--file=FILE`` (attached too)
+and ``-b`` set the name, and so does any positional."""
 
 
 _sort = _forbid("-o", "--output", "--compress-program")
@@ -280,9 +306,10 @@ _READ_ONLY: dict[str, Callable[[list[str]], bool]] = {
     "find": _forbid("-delete", "-fprint", "-fprint0", "-fprintf", "-fls"),
     "fd": _forbid("-x", "--exec", "-X", "--exec-batch"),  # a computed word may be -x
     "file": _forbid("-C", "--compile"),
-    "tree": _forbid("-o"),
+    "tree": _forbid("-o", "-R"),  # -R: tree again at each level with -o 00Tree.html
+    "ag": _forbid("--pager"),  # runs the pager command it names
     "date": _forbid("-s", "--set"),
-    "hostname": _no_positional,
+    "hostname": lambda args: all(a in _HOSTNAME_SHOWS for a in args),
     "sort": _sort,
     "uniq": _uniq,
     "sed": _sed,
