@@ -266,6 +266,10 @@ def test_deep_nesting_does_not_crash(tmp_path: Path) -> None:
 GIT_REPO_WRITES = [
     "git remote -v add elsewhere https://example.invalid/x",
     "git stash list --output=out",
+    "git rev-list HEAD --output=out",
+    "git shortlog HEAD --output=out",
+    "git blame tgt --output=out",
+    "git reflog show --output=out",
 ]
 """Read-only looking git commands that write in a repository (the corpus runs outside one)."""
 

@@ -249,15 +249,6 @@ def _git_branch(args: list[str]) -> bool:
     )
 
 
-def _git_only(*allowed_first: str) -> Callable[[list[str]], bool]:
-    """A subcommand that is read-only with no arguments or with one of ``allowed_first``."""
-
-    def check(args: list[str]) -> bool:
-        return not args or args[0] in allowed_first
-
-    return check
-
-
 def _git_config(args: list[str]) -> bool:
     return bool(args) and any(a in _GIT_CONFIG_READS for a in args)
 
@@ -278,15 +269,15 @@ _GIT_SUBCOMMANDS: dict[str, Callable[[list[str]], bool]] = {
     "rev-parse": _always,
     "ls-files": _always,
     "ls-tree": _always,
-    "blame": _always,
+    "blame": _NO_OUTPUT_FILE,  # (the revision options: --output=FILE writes)
     "remote": lambda args: (
         all(a in ("-v", "--verbose") for a in args) or args[0] == "get-url"
     ),  # (``git remote -v add NAME URL`` adds one)
     "grep": _forbid("-O", "--open-files-in-pager"),
-    "shortlog": _always,
+    "shortlog": _NO_OUTPUT_FILE,
     "describe": _always,
     "cat-file": _always,
-    "rev-list": _always,
+    "rev-list": _NO_OUTPUT_FILE,
     "merge-base": _always,
     "name-rev": _always,
     "for-each-ref": _always,
@@ -296,7 +287,7 @@ _GIT_SUBCOMMANDS: dict[str, Callable[[list[str]], bool]] = {
     "config": _git_config,
     "stash": lambda args: bool(args) and args[0] in ("list", "show") and _NO_OUTPUT_FILE(args),
     "worktree": lambda args: bool(args) and args[0] == "list",
-    "reflog": _git_only("show"),
+    "reflog": lambda args: (not args or args[0] == "show") and _NO_OUTPUT_FILE(args),
     "version": _always,
 }
 
