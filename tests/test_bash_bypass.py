@@ -270,6 +270,7 @@ GIT_REPO_WRITES = [
     "git shortlog HEAD --output=out",
     "git blame tgt --output=out",
     "git reflog show --output=out",
+    "git config elsewhere.x y --get",
 ]
 """Read-only looking git commands that write in a repository (the corpus runs outside one)."""
 
@@ -327,6 +328,9 @@ def test_a_forbidden_option_in_a_cluster_or_abbreviated_is_not_read_only(command
         "hostname -f",
         "ag foo",
         "tree -L 2",
+        "git config --get user.name",
+        "git config --global --list",
+        "git config -f .gitmodules --get-regexp path",
     ],
 )
 def test_ordinary_options_beside_forbidden_ones_are_still_read_only(command: str) -> None:

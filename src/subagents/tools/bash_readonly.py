@@ -250,7 +250,33 @@ def _git_branch(args: list[str]) -> bool:
 
 
 def _git_config(args: list[str]) -> bool:
-    return bool(args) and any(a in _GIT_CONFIG_READS for a in args)
+    """A read action (``--get``, ``--list``…) among options that only choose what is read, all
+    before the first name: git stops reading options there, so ``git config x.y z --get``
+    *sets* x.y (``--get`` is then a value pattern), and any other action writes."""
+    reads = False
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if not arg.startswith("-"):
+            names = args[index:]
+            return reads and len(names) <= 2 and not any(n.startswith("-") for n in names)
+        name = arg.split("=", 1)[0]
+        if name in _GIT_CONFIG_READS:
+            reads = True
+        elif name in _GIT_CONFIG_VALUED and "=" not in arg:
+            index += 1  # its value: a file, a blob, a type
+        elif name not in _GIT_CONFIG_CHOICES:
+            return False
+        index += 1
+    return reads
+
+
+_GIT_CONFIG_VALUED = frozenset({"-f", "--file", "--blob", "--type", "--default"})
+_GIT_CONFIG_CHOICES = _GIT_CONFIG_VALUED | frozenset(
+    {"--global", "--system", "--local", "--worktree", "--show-origin", "--show-scope", "--null",
+     "-z", "--name-only", "--includes", "--no-includes", "--bool", "--int", "--bool-or-int",
+     "--path", "--expiry-date", "--fixed-value"}
+)  # fmt: skip
 
 
 def _git_tag(args: list[str]) -> bool:
