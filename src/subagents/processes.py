@@ -97,7 +97,7 @@ def kill_tagged(tag: str, sig: int = signal.SIGKILL, *, passes: int = 3) -> list
     tool). A process that clears its environment (``env -i``) escapes; without ``/proc`` (not
     Linux) nothing is found and only the group kill applies. Repeated ``passes`` times, since a
     dying tree may still fork. Returns the PIDs signalled. Costs one read per process on the
-    machine (about 10 µs each)."""
+    machine (2.4-3 µs each here, ~0.2-0.4 ms a scan of 85-128 processes: session 13)."""
     needle = f"{RUN_TAG_VARIABLE}={tag}".encode()
     me = os.getpid()
     killed: list[int] = []
