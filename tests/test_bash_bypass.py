@@ -357,3 +357,13 @@ def test_git_reading_its_config_from_a_folder_named_is_not_read_only(
     assert not BASH.is_read_only(BashInput(command=command))
     assert behavior(context(tmp_path, "default"), command, tmp_path) != "allow"
     assert BASH.is_read_only(BashInput(command="git -C . --no-pager status --short"))
+
+
+def test_uniq_with_its_files_after_a_double_dash_is_not_read_only(tmp_path: Path) -> None:
+    """After ``--`` a name starting with a dash is uniq's input and the next its output."""
+    (tmp_path / "-in").write_text("a\n")
+    command = "uniq -- -in out"
+    run_bash(command, tmp_path)
+    assert (tmp_path / "out").read_text() == "a\n"  # the oracle: it wrote out
+    assert not BASH.is_read_only(BashInput(command=command))
+    assert BASH.is_read_only(BashInput(command="uniq -c -- -in"))

@@ -188,7 +188,16 @@ temporary files."""
 
 
 def _uniq(args: list[str]) -> bool:
-    return len([a for a in args if not a.startswith("-") or a == "-"]) <= 1  # 2nd = output
+    """One file at most: a second is the output. After ``--`` every argument is a file
+    (``uniq -- -in out`` writes ``out``)."""
+    files = 0
+    ended = False
+    for arg in args:
+        if ended or not arg.startswith("-") or arg == "-":
+            files += 1
+        elif arg == "--":
+            ended = True
+    return files <= 1
 
 
 _SED_SAFE_SCRIPT = re.compile(r"(\d+|\$)(,(\d+|\$))?[pdq]|\d+q|[pd]|/[^/]*/[pd]")
