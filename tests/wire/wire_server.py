@@ -39,6 +39,10 @@ class Reply:
     on its own, so records, lines and CRLFs are split across network reads."""
     text: bytes | None = None
     """A raw body (not JSON), for error responses that are not JSON."""
+    raw: list[bytes] | None = None
+    """A chunked body's bytes written exactly as given, each piece written and drained on its
+    own (hostile framing: size lines, endless records), then nothing more until the client
+    hangs up."""
     chunks: list[bytes] | None = None
     """With ``sse`` unset: an SSE body sent as exactly these HTTP chunks (each chunk's data
     as given, none empty), for chunks that do not hold one record each."""
@@ -123,6 +127,19 @@ class WireServer:
         self, reply: Reply, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
         """Write ``reply``; False when the connection must not be reused."""
+        if reply.raw is not None:
+            head = {"content-type": "text/event-stream; charset=utf-8", **reply.headers}
+            writer.write(_head(reply.status, head) + b"transfer-encoding: chunked\r\n\r\n")
+            try:
+                for piece in reply.raw:
+                    writer.write(piece)
+                    await writer.drain()
+                while await reader.read(1024):
+                    pass
+            except ConnectionError:  # the client hung up while we wrote
+                pass
+            self.client_hung_up.set()
+            return False
         if reply.sse is not None or reply.chunks is not None:
             return await self._send_recorded(reply, writer)
         if reply.events is None:

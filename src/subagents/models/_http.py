@@ -37,6 +37,10 @@ READ_TIMEOUT_S = 600.0
 KEEPALIVE_S = 5.0
 MAX_IDLE_PER_ORIGIN = 100
 MAX_HEAD_BYTES = 64 * 1024
+MAX_CHUNK_BYTES = 64 * 1024 * 1024
+"""The largest HTTP chunk read: a chunk is held whole until it has all come, so a size line
+of ``ffffffffffffffff`` from a hostile or broken server would have the client buffer whatever
+it sends, without end. Either API's chunks are an SSE record or a JSON body: kilobytes."""
 
 
 class HTTPTransportError(Exception):
@@ -507,6 +511,11 @@ def _dechunk_scan(buffer: bytearray) -> tuple[bytes, bool]:
             size = -1
         if size < 0:
             size = _chunk_size(buffer, pos, end)
+        if size > MAX_CHUNK_BYTES:
+            raise HTTPTransportError(
+                f"the server announced a chunk of {size:,} bytes "
+                f"(at most {MAX_CHUNK_BYTES:,} are read)"
+            )
         if size == 0:
             tail = buffer.find(b"\r\n\r\n", end)  # after trailers, if any
             if tail >= 0:

@@ -14,8 +14,15 @@ assemblers take the chunks as they came (``feed_pieces``) and no split is made a
 
 from __future__ import annotations
 
+from subagents.models._http import HTTPTransportError
+
 SSEEvent = tuple[str | None, bytes]
 """``(event name or None, data)``."""
+
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+"""The longest record held while it has not ended: a server that never sends the blank line
+would otherwise grow the pending bytes without end (and copy them on every read). Either API's
+records are kilobytes; a whole tool call's arguments in one delta, a few hundred."""
 
 
 class SSEDecoder:
@@ -36,7 +43,11 @@ class SSEDecoder:
     def records(self, data: bytes) -> list[bytes]:
         """The records ``data`` completes (one ``split``; what follows the last is kept)."""
         records = self._joined(data).split(b"\n\n")
-        self._pending = records.pop()
+        pending = self._pending = records.pop()
+        if len(pending) > MAX_RECORD_BYTES:
+            raise HTTPTransportError(
+                f"the server sent an event of over {MAX_RECORD_BYTES:,} bytes without ending it"
+            )
         return records
 
     def feed(self, data: bytes) -> list[SSEEvent]:
