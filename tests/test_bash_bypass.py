@@ -367,3 +367,23 @@ def test_uniq_with_its_files_after_a_double_dash_is_not_read_only(tmp_path: Path
     assert (tmp_path / "out").read_text() == "a\n"  # the oracle: it wrote out
     assert not BASH.is_read_only(BashInput(command=command))
     assert BASH.is_read_only(BashInput(command="uniq -c -- -in"))
+
+
+@pytest.mark.skipif(not Path("/usr/bin/time").exists(), reason="no GNU time here")
+def test_a_read_only_wrapper_with_an_option_that_writes_is_not_read_only(tmp_path: Path) -> None:
+    """``time -o FILE`` (GNU time) writes its report; ``ionice -p``/``chrt -p`` change a
+    running process. The wrappers are read-only without those options."""
+    lay_out(tmp_path)
+    run_bash("command time -o out ls", tmp_path)
+    assert (tmp_path / "out").exists()  # the oracle: GNU time wrote its report
+    for command in (
+        "command time -o out ls",
+        "/usr/bin/time -a -o out ls",
+        "/usr/bin/time --output=out ls",
+        "ionice -c3 -p 1",
+        "chrt -p 0 1",
+    ):
+        assert not BASH.is_read_only(BashInput(command=command)), command
+        assert behavior(context(tmp_path, "default"), command, tmp_path) != "allow", command
+    for command in ("time ls", "/usr/bin/time -f %e ls -o", "ionice -c3 ls", "chrt -b 0 ls"):
+        assert BASH.is_read_only(BashInput(command=command)), command

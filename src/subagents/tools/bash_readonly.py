@@ -15,11 +15,13 @@ check given an argument computed at run time (``find . $X``: X may be ``-delete`
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Sequence
 
 from subagents.tools.bash_commands import (
     Analysis,
+    Form,
     Invocation,
     analyze,
     harmless_assignment,
@@ -67,13 +69,36 @@ def invocation_read_only(invocation: Invocation) -> bool:
     bare = not invocation.command.words
     if not all(harmless_assignment(a, bare=bare) for a in invocation.assignments):
         return False
-    if any(form.via not in READ_ONLY_WRAPPERS for form in invocation.forms[:-1]):
+    forms = invocation.forms
+    if any(form.via not in READ_ONLY_WRAPPERS for form in forms[:-1]):
         return False
-    if any(form.via == "git" and _git_elsewhere(form.words) for form in invocation.forms[:-1]):
+    if any(form.via == "git" and _git_elsewhere(form.words) for form in forms[:-1]):
+        return False
+    for form, inner in itertools.pairwise(forms):
+        check = _WRAPPER_OPTIONS.get(form.via or "")
+        if check is not None and not _wrapper_options_read_only(form, inner, check):
+            return False
+    alone = _WRAPPER_OPTIONS.get(forms[-1].program or "")  # ``chrt -p 0 1``: nothing wrapped
+    if alone is not None and not _wrapper_options_read_only(forms[-1], Form(()), alone):
         return False
     if invocation.end in ("none", "container"):
         return True
     return is_read_only_words(invocation.last.words)
+
+
+def _wrapper_options_read_only(form: Form, inner: Form, check: Callable[[list[str]], bool]) -> bool:
+    """``check`` of a wrapper's own options: its words before the command it wraps (all its
+    words after its name when that command is not their tail)."""
+    words, rest = form.words, inner.words
+    cut = len(words) - len(rest)
+    own = words[1:cut] if cut >= 1 and words[cut:] == rest else words[1:]
+    return all(word.literal for word in own) and check([word.text for word in own])
+
+
+_WRAPPER_OPTIONS: dict[str, Callable[[list[str]], bool]] = {}
+"""Read-only wrappers with options that write or change another process: ``time -o FILE``
+(GNU time's report), ``ionice -p PID`` and ``chrt -p PID`` (set a running process's
+priority). Filled below, once ``_forbid`` is defined."""
 
 
 _GIT_ELSEWHERE = ("--git-dir", "--exec-path")
@@ -223,6 +248,14 @@ def _sed(args: list[str]) -> bool:
         all(_SED_SAFE_SCRIPT.fullmatch(part.strip()) for part in s.split(";")) for s in scripts
     )
 
+
+_WRAPPER_OPTIONS.update(
+    {
+        "time": _forbid("-o", "--output", "-a", "--append"),
+        "ionice": _forbid("-p", "--pid", "-P", "--pgid", "-u", "--uid"),
+        "chrt": _forbid("-p", "--pid", "-a", "--all-tasks"),
+    }
+)
 
 _GIT_GLOBAL_VALUE = frozenset({"-C"})
 _GIT_GLOBAL_FLAGS = frozenset(
