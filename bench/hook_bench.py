@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -230,7 +231,10 @@ def main(argv: list[str] | None = None) -> int:
             for name in wanted:
                 figures[name].append(await measures[name]())
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     print(
         f"# {args.command!r}, N = {n}, {args.rounds} rounds, load {os.getloadavg()[0]:.2f}, "
         f"python {sys.version.split()[0]}"

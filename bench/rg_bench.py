@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -109,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
                 figures.setdefault(name, []).append(await calls(binary, argv_, args.n))
                 figures.setdefault(f"{name} floor", []).append(await floor(binary, argv_, args.n))
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     print(f"# N = {args.n}, {args.rounds} rounds, load {os.getloadavg()[0]:.2f}")
     for name, cpus in figures.items():
         per = [cpu / args.n * 1e3 for cpu in cpus]
