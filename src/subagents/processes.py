@@ -488,8 +488,9 @@ def start_piped(
     their defaults; ``start_new_session``), and ``vfork`` (no copy of this process) — but
     none of asyncio's machinery around it: no child-watcher thread, no transports (docs/
     performance.md, session 13). From here the pidfd owns the process: it is waited for and
-    signalled only through it (``wait_exited``, ``reap``, ``kill_and_reap``), so a PID reused
-    after some other code reaped it is never signalled or waited for."""
+    reaped only through it (``wait_exited``, ``reap``, ``kill_and_reap``), and its group is
+    signalled (``kill_group(pid)``) only before that reap, while its PID is still its own and
+    its group's: no PID some other code freed is ever signalled or waited for."""
     ours: list[int] = []  # our ends, closed if the start fails
     theirs: list[int] = []  # the child's ends, closed once it holds its copies
     try:
