@@ -15,7 +15,7 @@ from typing import Any
 
 from subagents.agents.agent_run import AgentRun
 from subagents.agents.child_state import Child
-from subagents.agents.notifications import AgentNotice
+from subagents.agents.notifications import FORGED_NOTE, AgentNotice, escape_runtime_tags
 from subagents.agents.tasks import TaskState
 from subagents.agents.verification import VERIFICATION_AGENT_TYPE, verification_metadata
 from subagents.frozen import new_frozen
@@ -53,10 +53,17 @@ def completed_output(run: AgentRun) -> ToolOutput:
         where = run.worktree_fields.get("worktreePath", "")
         branch = run.worktree_fields.get("worktreeBranch", "")
         trailer += f"\n[worktree kept: {where} (branch {branch})]"
+    report = run.result_text
+    if "<" in report:
+        # The report is the child's text, read by the parent as its tool result: tags that
+        # imitate the runtime's are escaped and the parent told, as in a notification.
+        report, forged = escape_runtime_tags(report)
+        if forged:
+            report = f"{report}\n\n{FORGED_NOTE}"
     if run.status == "completed":
-        return ToolOutput(content=f"{run.result_text}\n\n{trailer}", metadata=payload)
+        return ToolOutput(content=f"{report}\n\n{trailer}", metadata=payload)
     reason = run.error or run.reason
-    partial = f"\n\nPartial report:\n{run.result_text}" if run.result_text else ""
+    partial = f"\n\nPartial report:\n{report}" if report else ""
     payload["status"] = run.status
     headline = f"Agent {run.agent_type} ended without completing ({reason})."
     return ToolOutput(content=f"{headline}{partial}\n\n{trailer}", is_error=True, metadata=payload)
