@@ -508,7 +508,13 @@ def test_accept_edits_asks_for_an_edit_of_a_git_repository_s_own_files(repo: Pat
     file points git at another folder) asks."""
     (repo / ".git").mkdir(exist_ok=True)
     ctx_ = context(repo, mode="acceptEdits")
-    for path in (".git/config", ".git/hooks/pre-commit", "sub/.git", "sub/.git/config"):
+    for path in (
+        ".git/config",
+        ".git/hooks/pre-commit",
+        "sub/.git",
+        "sub/.git/config",
+        ".GIT/config",
+    ):
         assert verdict(ctx_, WRITE, repo, file_path=path, content="") == "ask", path
     assert (
         verdict(ctx_, EDIT, repo, file_path=".git/config", old_string="a", new_string="b") == "ask"

@@ -139,8 +139,8 @@ def _edit_inside_roots(tool: Tool[Any], args: BaseModel, ctx: ToolContext) -> bo
     if tool.name not in EDIT_TOOL_NAMES:
         return False
     path = tool_path(args, ctx.cwd)
-    if path is None or ".git" in path.parts:
-        return False
+    if path is None or any(part.lower() == ".git" for part in path.parts):
+        return False  # (any case: ``.GIT/config`` is ``.git/config`` on macOS and Windows)
     return any(is_inside(path, root) for root in allowed_roots(ctx))
 
 
