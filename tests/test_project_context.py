@@ -116,7 +116,14 @@ async def test_a_git_that_never_answers_does_not_hold_the_session_start(
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     marker = tmp_path / "hook-ran"
     subprocess.run(
-        ["git", "-C", str(tmp_path), "config", "core.fsmonitor", f"echo $$ > {marker}; sleep 60"],
+        [
+            "git",
+            "-C",
+            str(tmp_path),
+            "config",
+            "core.fsmonitor",
+            f"echo $$ > {marker}; sleep 60; true",
+        ],
         check=True,
     )
     monkeypatch.setattr(project_context, "GIT_SNAPSHOT_SECONDS", 1.0, raising=False)
