@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from subagents import processes
 from subagents.testing.pg_cluster import PgCluster, find_bindir
 from subagents.testing.ray_cluster import RayCluster, ray_command
 
@@ -77,3 +78,14 @@ def ray_cluster() -> Iterator[RayCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(params=["pidfd", "asyncio"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Each process-spawning test both ways: through pidfds (``processes.read_output``,
+    ``start_piped``) and through asyncio's subprocesses, the fallback where there are none."""
+    if request.param == "pidfd" and not processes.have_pidfds():
+        pytest.skip("no pidfds here")
+    if request.param == "asyncio":
+        monkeypatch.setattr(processes, "_pidfds", False)
+    yield request.param

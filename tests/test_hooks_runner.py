@@ -11,7 +11,6 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,15 +18,6 @@ import pytest
 from subagents import processes
 from subagents.hooks import HookCommand, clean_environment, run_hooks
 from subagents.processes import RUN_TAG_VARIABLE, ProcessTracker, kill_tagged
-
-
-@pytest.fixture(params=["pidfd", "asyncio"])
-def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    if request.param == "pidfd" and not processes.have_pidfds():
-        pytest.skip("no pidfds here")
-    if request.param == "asyncio":
-        monkeypatch.setattr(processes, "_pidfds", False)
-    yield request.param
 
 
 def reaped(pid: int) -> bool:
@@ -430,7 +420,6 @@ def test_the_tag_search_never_signals_a_process_that_took_a_tagged_ones_number(
     exit and its number go to a stranger: the signal must reach only a process that carries
     the tag when it is sent (pidfd). The race made certain: the first look at the stranger
     says it is tagged, as the look at its number's previous process did."""
-    from subagents import processes
 
     tag = uuid.uuid4().hex
     stranger = subprocess.Popen(["sleep", "30"], env={"PATH": os.environ.get("PATH", "")})

@@ -7,23 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from subagents import processes
 from subagents.tools import ripgrep
 from subagents.tools.ripgrep import run_rg
-
-
-@pytest.fixture(params=["pidfd", "asyncio"])
-def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    if request.param == "pidfd" and not processes.have_pidfds():
-        pytest.skip("no pidfds here")
-    if request.param == "asyncio":
-        monkeypatch.setattr(processes, "_pidfds", False)
-    yield request.param
 
 
 @pytest.fixture
