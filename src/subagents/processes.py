@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,7 @@ def _signal_if_tagged(pid: int, needle: bytes, sig: int) -> bool:
     pins whichever process has the number now, and the tag is looked at again after it was
     opened (a process that took the number later is not the pidfd's, and the signal to the
     pidfd's dead one fails). Without pidfds (not Linux 5.3+): a plain ``kill``."""
-    if not _have_pidfds():
+    if not have_pidfds():
         try:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
@@ -182,10 +183,6 @@ _pidfds: bool | None = None
 def have_pidfds() -> bool:
     """Whether processes can be waited for through pidfds here (Linux 5.4+): the way of
     ``read_output`` and ``start_piped``; without them callers use asyncio's subprocesses."""
-    return _have_pidfds()
-
-
-def _have_pidfds() -> bool:
     global _pidfds
     if _pidfds is None:
         try:
@@ -211,7 +208,7 @@ async def read_output(
     that is the way. The process is waited for through its pidfd, so a PID reused after some
     other code reaped it is never signalled or waited for. The caller's cancellation kills and
     reaps the process: none is left behind."""
-    inherited = _inheritable_descriptors() if _have_pidfds() else None
+    inherited = _inheritable_descriptors() if have_pidfds() else None
     if inherited is None:
         return await _read_output_asyncio(argv, env, limit)
     pid, pidfd, read_end = _spawn(argv, env, inherited)
@@ -262,7 +259,7 @@ def _spawn(
                     *[(os.POSIX_SPAWN_CLOSE, fd) for fd in inherited],
                 ),
                 setsigdef=_DEFAULT_SIGNALS,
-                setpgroup=0,  # its group: what it starts is killed with it (_kill_group)
+                setpgroup=0,  # its group: what it starts is killed with it (kill_pinned_group)
             )
         finally:
             os.close(devnull)
@@ -296,17 +293,17 @@ async def _collect(pid: int, pidfd: int, read_end: int, limit: int) -> tuple[int
         loop.add_reader(pidfd, gone)
         cut, chunks = await _read_until_exit(read_end, exited, limit)
         if cut:
-            _kill_group(pid, pidfd)
+            kill_pinned_group(pid, pidfd)
         await exited
-        code = _exit_code(pidfd)
+        code = reap(pidfd)
         reaped = True
         return (None if cut else code), b"".join(chunks)
     finally:
         os.close(read_end)
         loop.remove_reader(pidfd)
         if not reaped:
-            _kill_group(pid, pidfd)
-            _kill_and_reap(pidfd)
+            kill_pinned_group(pid, pidfd)
+            kill_and_reap(pidfd)
         os.close(pidfd)
 
 
@@ -364,15 +361,16 @@ async def _read_until_exit(
         loop.remove_reader(read_end)
 
 
-def _exit_code(pidfd: int) -> int:
-    """Reap an exited process (its pidfd was readable, so this does not wait)."""
+def reap(pidfd: int) -> int:
+    """The status of an exited process, reaping it (its pidfd was readable: ``wait_exited``
+    has returned, so this does not wait): its exit code, or minus the signal that ended it."""
     result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
     if result is None:  # not reached: the pidfd said it had exited
         raise ChildProcessError("the process has not exited")
     return result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
 
 
-def _kill_group(pid: int, pidfd: int) -> None:
+def kill_pinned_group(pid: int, pidfd: int) -> None:
     """SIGKILL the process's group (``_spawn`` made it its own): the process and what it
     started and left in it (git's hooks, a ``core.fsmonitor`` command), which would otherwise
     run on after it. The group's ID is the process's PID, not reused while the process is
@@ -390,8 +388,9 @@ def _kill_group(pid: int, pidfd: int) -> None:
         pass
 
 
-def _kill_and_reap(pidfd: int) -> None:
-    """End a child whose caller stopped waiting; the reap is immediate after a SIGKILL."""
+def kill_and_reap(pidfd: int) -> None:
+    """SIGKILL the process behind ``pidfd`` (if it is still running) and reap it. Blocks
+    until it is gone: immediate after a SIGKILL, unless it is stuck in the kernel."""
     try:
         signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     except ProcessLookupError:  # it had exited already
@@ -453,6 +452,12 @@ class Piped:
         self.stdout = stdout
         self.stderr = stderr
 
+    def kill_group(self) -> None:
+        """SIGKILL the process's group (``start_piped`` made it its own), through
+        ``kill_pinned_group``: only while the process is unreaped, so its PID is still its
+        group's and no stranger that took a freed number is signalled."""
+        kill_pinned_group(self.pid, self.pidfd)
+
     def close_stdin(self) -> None:
         """The end of the input (the process reads EOF once it has read what was written)."""
         if self.stdin >= 0:
@@ -489,7 +494,7 @@ def start_piped(
     none of asyncio's machinery around it: no child-watcher thread, no transports (docs/
     performance.md, session 13). From here the pidfd owns the process: it is waited for and
     reaped only through it (``wait_exited``, ``reap``, ``kill_and_reap``), and its group is
-    signalled (``kill_group(pid)``) only before that reap, while its PID is still its own and
+    signalled (``Piped.kill_group``) only before that reap, while its PID is still its own and
     its group's: no PID some other code freed is ever signalled or waited for."""
     ours: list[int] = []  # our ends, closed if the start fails
     theirs: list[int] = []  # the child's ends, closed once it holds its copies
@@ -614,16 +619,19 @@ async def wait_exited(pidfd: int) -> None:
     await _ready(asyncio.get_running_loop(), pidfd, writing=False)
 
 
-def reap(pidfd: int) -> int:
-    """The status of an exited process, reaping it (``wait_exited`` has returned, so this does
-    not wait): its exit code, or minus the signal that ended it."""
-    return _exit_code(pidfd)
+def reap_later(proc: Piped) -> None:
+    """Hand an unreaped process's pidfd to a daemon thread that kills and reaps it and closes
+    the pidfd (``proc.pidfd`` is -1 after): for one stuck in the kernel past its SIGKILL (a
+    thread of the loop's executor would hold up the loop's shutdown while it waits)."""
+    pidfd, proc.pidfd = proc.pidfd, -1
 
+    def run() -> None:
+        try:
+            kill_and_reap(pidfd)
+        finally:
+            os.close(pidfd)
 
-def kill_and_reap(pidfd: int) -> None:
-    """SIGKILL the process behind ``pidfd`` (if it is still running) and reap it. Blocks
-    until it is gone: immediate after a SIGKILL, unless it is stuck in the kernel."""
-    _kill_and_reap(pidfd)
+    threading.Thread(target=run, name=f"reap:{proc.pid}", daemon=True).start()
 
 
 async def _ready(loop: asyncio.AbstractEventLoop, fd: int, *, writing: bool) -> None:

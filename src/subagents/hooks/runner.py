@@ -37,7 +37,6 @@ import asyncio
 import json
 import os
 import signal
-import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -54,11 +53,11 @@ from subagents.processes import (
     ProcessTracker,
     feed,
     have_pidfds,
-    kill_and_reap,
     kill_group,
     kill_tagged,
     open_pipe_reader,
     reap,
+    reap_later,
     start_piped,
     wait_exited,
 )
@@ -203,7 +202,7 @@ async def _end_piped(
         try:
             # Before the reap: until then the shell's PID is still its group's id, so this
             # signal cannot reach a stranger that reused it.
-            kill_group(proc.pid, signal.SIGKILL)
+            proc.kill_group()
             await asyncio.to_thread(kill_tagged, tag)
             try:
                 if not exited:
@@ -213,7 +212,7 @@ async def _end_piped(
             except ChildProcessError:  # reaped by code that waits for any child: status lost
                 pass
             except TimeoutError:  # stuck in the kernel: reaped by a thread whenever it ends
-                _reap_later(proc)
+                reap_later(proc)
             # Every holder of the pipes is gone, so the reads see EOF; bounded all the same.
             ends = [o.done for o in outputs if o.done is not None and not o.done.done()]
             if ends:
@@ -225,20 +224,6 @@ async def _end_piped(
         return code
 
     return await asyncio.shield(asyncio.create_task(end(), name=f"hook-end:{proc.pid}"))
-
-
-def _reap_later(proc: Piped) -> None:
-    """Hand the unreaped shell's pidfd to a daemon thread that kills and reaps it (a thread
-    of the loop's executor would hold up the loop's shutdown while it waits)."""
-    pidfd, proc.pidfd = proc.pidfd, -1
-
-    def run() -> None:
-        try:
-            kill_and_reap(pidfd)
-        finally:
-            os.close(pidfd)
-
-    threading.Thread(target=run, name=f"hook-reap:{proc.pid}", daemon=True).start()
 
 
 def _text(output: CappedOutput) -> str:

@@ -25,7 +25,6 @@ import functools
 import os
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,9 +34,9 @@ from subagents.processes import (
     CappedOutput,
     Piped,
     have_pidfds,
-    kill_and_reap,
     kill_group,
     reap,
+    reap_later,
     start_piped,
     wait_exited,
 )
@@ -114,9 +113,9 @@ async def _run(binary: str, args: Sequence[str]) -> RgResult:
     proc = await retry_on_emfile(start)
 
     def stop() -> None:
-        # Past the cap rg is stopped (its group killed: it is unreaped, so its PID is still
-        # its group's); what it wrote up to the cap is kept, the rest read and dropped.
-        kill_group(proc.pid, signal.SIGKILL)
+        # Past the cap rg is stopped (its group killed while it is unreaped); what it wrote
+        # up to the cap is kept, the rest read and dropped.
+        proc.kill_group()
 
     out = CappedOutput(MAX_OUTPUT_BYTES, on_full=stop)
     err = CappedOutput(_STDERR_KEPT)  # read to the end (a full pipe would stall rg)
@@ -127,7 +126,7 @@ async def _run(binary: str, args: Sequence[str]) -> RgResult:
         with contextlib.suppress(ChildProcessError):  # reaped by code that waits for any child
             code = reap(proc.pidfd)
     except BaseException:
-        kill_group(proc.pid, signal.SIGKILL)
+        proc.kill_group()
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):  # bounded, and immune
             await asyncio.wait_for(asyncio.shield(_reaped(proc)), _REAP_TIMEOUT_S)  # to a 2nd
         raise
@@ -149,18 +148,10 @@ async def _reaped(proc: Piped) -> None:
     try:
         await asyncio.wait_for(wait_exited(proc.pidfd), _REAP_TIMEOUT_S / 2)
     except TimeoutError:
-        pidfd, proc.pidfd = proc.pidfd, -1
-        threading.Thread(target=_reap_and_close, args=(pidfd,), daemon=True).start()
+        reap_later(proc)
         return
     with contextlib.suppress(ChildProcessError):
         reap(proc.pidfd)
-
-
-def _reap_and_close(pidfd: int) -> None:
-    try:
-        kill_and_reap(pidfd)
-    finally:
-        os.close(pidfd)
 
 
 async def _run_asyncio(binary: str, args: Sequence[str]) -> RgResult:
