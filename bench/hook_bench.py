@@ -40,38 +40,9 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from subagents import (
-    CallInfo,
-    ScriptedModel,
-    Session,
-    SessionOptions,
-    Tool,
-    ToolContext,
-    ToolInput,
-    ToolOutput,
-)
+from bench import NoteTool  # the fan-out's trivial tool: the figure is the hook's
+from subagents import ScriptedModel, Session, SessionOptions
 from subagents.hooks import HookCommand, clean_environment, run_hooks
-
-
-class NoteInput(ToolInput):
-    text: str
-
-
-class NoteTool(Tool[NoteInput]):
-    """A trivial tool, so the figure is the hook's and not the tool's."""
-
-    name = "Note"
-    description = "Record a short note."
-    input_model = NoteInput
-
-    def is_read_only(self, args: NoteInput) -> bool:
-        return True
-
-    def is_concurrency_safe(self, args: NoteInput) -> bool:
-        return True
-
-    async def call(self, args: NoteInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
-        return ToolOutput(content=f"noted: {args.text}")
 
 
 def script(n: int) -> dict[str, Any]:
