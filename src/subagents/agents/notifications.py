@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from subagents.runtime_tags import RUNTIME_TAG_NAMES as RUNTIME_TAG_NAMES
 from subagents.runtime_tags import escape_runtime_tags as escape_runtime_tags
+from subagents.runtime_tags import might_hold_tags
 
 MAX_ERROR_CHARS = 8_000
 
@@ -60,18 +61,18 @@ def render_notification(notice: AgentNotice, *, max_result: int) -> str:
     if len(result) > max_result:
         result = cap(result, max_result, output_file)
     forged = False
-    if "<" in result:
+    if might_hold_tags(result):
         result, forged = escape_runtime_tags(result)
     error = notice.error
     if error:
         if len(error) > MAX_ERROR_CHARS:
             error = cap(error, MAX_ERROR_CHARS, None)
-        if "<" in error:
+        if might_hold_tags(error):
             error, forged_error = escape_runtime_tags(error)
             forged = forged or forged_error
     status = notice.status
     summary = f'Agent "{notice.description}" ({notice.agent_type}) {status}'
-    if "<" in summary:
+    if might_hold_tags(summary):
         summary = escape_runtime_tags(summary)[0]
     output = f"<output-file>{output_file}</output-file>\n" if output_file else ""
     if notice.worktree_path:

@@ -19,6 +19,7 @@ from subagents.agents.notifications import FORGED_NOTE, AgentNotice, escape_runt
 from subagents.agents.tasks import TaskState
 from subagents.agents.verification import VERIFICATION_AGENT_TYPE, verification_metadata
 from subagents.frozen import new_frozen
+from subagents.runtime_tags import might_hold_tags
 from subagents.tools.base import ToolOutput
 
 
@@ -54,7 +55,7 @@ def completed_output(run: AgentRun) -> ToolOutput:
         branch = run.worktree_fields.get("worktreeBranch", "")
         trailer += f"\n[worktree kept: {where} (branch {branch})]"
     report = run.result_text
-    if "<" in report:
+    if might_hold_tags(report):
         # The report is the child's text, read by the parent as its tool result: tags that
         # imitate the runtime's are escaped and the parent told, as in a notification.
         report, forged = escape_runtime_tags(report)
