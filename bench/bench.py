@@ -61,7 +61,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -282,6 +282,9 @@ class Figures:
     """CPU µs per model call of each measured run (the spread behind the mean)."""
     files_floor_us: list[float]
     """The files' floor (``files_floor``) per model call of each run; empty without sidecars."""
+    python_floor_us: list[float] = field(default_factory=list)
+    """The Python floor (``python_floor.floor_once``: SPEC's work per call and per child in
+    straight-line code) per model call, one after each run; empty without sidecars."""
 
     @property
     def cpu_us_per_call(self) -> float:
@@ -310,6 +313,12 @@ class Figures:
                 f"  files floor {median(self.files_floor_us):.0f} µs "
                 f"({min(self.files_floor_us):.0f}-{max(self.files_floor_us):.0f})"
                 if self.files_floor_us
+                else ""
+            )
+            + (
+                f"  python floor {median(self.python_floor_us):.0f} µs "
+                f"({min(self.python_floor_us):.0f}-{max(self.python_floor_us):.0f})"
+                if self.python_floor_us
                 else ""
             )
         )
@@ -552,11 +561,14 @@ def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Fi
     (so each session starts like a first run, with no earlier records to reconcile). CPU is
     totalled over the measured runs — the mean per model call, so the occasional garbage
     collection a run triggers is counted, not dodged by picking a lucky run."""
+    from python_floor import floor_once  # it imports this module
+
     script, ideal, config = workload_of(workload, latency_ms, n, k)
     width = config.tool_concurrency
     base = bench_dir()
     per_run: list[tuple[int, float, float, float]] = []
     floor: list[float] = []
+    python_floor: list[float] = []
     with_floor = DURABILITY[durability][1] and workload.startswith("fanout")
     for index in range(runs + 1):
         with run_folder("run-", base) as tmp:
@@ -566,6 +578,7 @@ def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Fi
             per_run.append(figures)
             if with_floor:  # one floor after each run: the same minutes, the same disk state
                 floor.append(files_floor(n, k, width, base) / figures[0] * 1e6)
+                python_floor.append(floor_once("fanout", n, k, latency_ms, width, base))
         elif freeze_gc:
             # After the warm-up (imports done), as the CLI does before its run (cli/main.py):
             # the import-time heap is kept out of later full collections.
@@ -585,6 +598,7 @@ def measure(workload: str, latency_ms: int, n: int, k: int, runs: int = 5) -> Fi
         baseline_cpu_s=baseline,
         run_us=[cpu / c * 1e6 for c, cpu, _, _ in per_run],
         files_floor_us=floor,
+        python_floor_us=python_floor,
     )
 
 

@@ -226,14 +226,18 @@ def swarm_runs(n: int, k: int, latency_ms: int, runs: int) -> dict[str, Any]:
     with run_folder("warm-") as tmp:
         asyncio.run(run_swarm(min(n, 50), k, latency_ms, tmp))
     gc.freeze()
+    from python_floor import floor_once  # it imports bench, as this module does
+
     measured = []
     floor = []
+    python_floor: list[float] = []
     for _ in range(runs):
         with run_folder("scale-") as tmp:
             settle()  # no run pays the syncfs of the one before's writes (bench.settle)
             measured.append(asyncio.run(run_swarm(n, k, latency_ms, tmp)))
         # The same minutes, the same state folder: what the children's files cost bare.
         floor.append(files_floor(n, k, FLOOR_WAVE) / measured[-1]["model_calls"] * 1e6)
+        python_floor.append(floor_once("swarm", n, k, latency_ms, n))
     first = measured[0]
     us = [run["cpu_us_per_call"] for run in measured]
     mean_us = sum(us) / len(us)
@@ -248,6 +252,7 @@ def swarm_runs(n: int, k: int, latency_ms: int, runs: int) -> dict[str, Any]:
         "gc_us_per_call": round(sum(r["gc_us_per_call"] for r in measured) / len(measured), 1),
         "floor": floor_figures(n, k, latency_ms),
         "files_floor_us": [round(us, 1) for us in floor],
+        "python_floor_us": [round(us, 1) for us in python_floor],
         "state_folder": str(bench_dir()),
         "fs": file_system_kind(os.stat(bench_dir()).st_dev),
     }

@@ -80,6 +80,17 @@ def files_floor_cell(floor: list[float]) -> str:
     return f"files floor {mean(floor):.0f} µs ({spread(floor)})"
 
 
+def python_floor_cell(floor: list[float], *, per_second: bool = False) -> str:
+    """The Python floor (``python_floor.floor_once``: SPEC's work per call and per child in
+    straight-line code, one session after each run in the same folder) as mean (range)."""
+    if not floor:
+        return "Python floor -"
+    if per_second:
+        rates = [1e6 / us for us in floor]
+        return f"Python floor {1e6 / mean(floor):,.0f} calls / CPU-s ({spread(rates)})"
+    return f"Python floor {mean(floor):.0f} µs ({spread(floor)})"
+
+
 def library_row(runs: int) -> Iterator[list[str]]:
     """Issue 20 target 5: in-process as a library user runs it, state on the ordinary disk
     (``bench/.work`` whatever ``SUBAGENTS_BENCH_DIR`` says), no ``gc.freeze`` by the caller."""
@@ -90,6 +101,7 @@ def library_row(runs: int) -> Iterator[list[str]]:
         "scripted fanout 50 x 10, L = 0, in-process library use (ext4, no caller gc.freeze)",
         f"**{row['cpu_us_per_call']:.0f} µs** (runs {spread(row['run_us'])}; kernel "
         f"{row['kernel_s'] / row['model_calls'] * 1e6:.0f})",
+        f"{python_floor_cell(row['python_floor_us'])}; "
         f"{files_floor_cell(row['files_floor_us'])}; bare asyncio "
         f"{row['baseline_cpu_s'] / row['model_calls'] * 1e6:.0f} µs",
         "≤ 30 µs",
@@ -189,6 +201,7 @@ def swarm_rows(runs: int) -> Iterator[list[str]]:
             f"{row['cpu_us_per_call']:.0f} µs / call, "
             f"of which garbage collection {row['gc_us_per_call']:.0f}); "
             f"{row['rss_kb_per_idle_child']:.0f} KB RSS per idle child",
+            python_floor_cell(row["python_floor_us"], per_second=True) + "; "
             f"bare asyncio {floor['calls_per_cpu_second']:,} calls / CPU-s "
             f"({floor['cpu_us_per_call']:.0f} µs), "
             f"{floor['rss_kb_per_idle_child']:.1f} KB per idle task; "
