@@ -134,3 +134,45 @@ def test_thresholds_are_left_to_a_program_that_chose_or_opted_out(
 def test_a_bad_threshold_variable_is_refused_by_name(raw: str) -> None:
     with pytest.raises(ValueError, match="SUBAGENTS_GC_THRESHOLDS"):
         RuntimeConfig.from_env({"SUBAGENTS_GC_THRESHOLDS": raw})
+
+
+DROPPED = r"""
+import asyncio, gc, json, sys, weakref
+from pathlib import Path
+from subagents import ScriptedModel, Session, SessionOptions
+
+root = Path(sys.argv[1])
+script = {"agents": [{"agent_type": "main", "turns": [{"text": "ok"}]}]}
+
+async def first(how):
+    options = SessionOptions(model=ScriptedModel.from_dict(script), cwd=root, home=root / "home")
+    session = Session(options)
+    if how != "run":
+        session.hold()
+    await session.run("go")
+    if how == "held, closed":
+        await session.close()
+    return weakref.ref(session), weakref.ref(options.model)
+
+session, model = asyncio.run(first(sys.argv[2]))
+gc.collect()
+print(json.dumps({"session": session() is None, "model": model() is None,
+                  "frozen": gc.get_freeze_count() > 1000}))
+"""
+
+
+@pytest.mark.parametrize("how", ["run", "held, closed", "held, dropped"])
+def test_the_first_session_of_a_process_is_collected_once_dropped(tmp_path: Path, how: str) -> None:
+    """The heap is frozen at the process's first session, but not with that session in it: a
+    frozen object is never collected, and a session is a cycle of objects (its runtime, its
+    agents' contexts, bound methods). Dropped — closed or not, after its loop ended — it is
+    collected, and the model it was given with it."""
+    done = subprocess.run(
+        [sys.executable, "-c", DROPPED, str(tmp_path), how],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out == {"session": True, "model": True, "frozen": True}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from subagents import session_tools
 from subagents.abort import AbortSignal
@@ -33,7 +33,7 @@ from subagents.events import (
     ProgressEvent,
     discard,
 )
-from subagents.gc_heap import freeze_import_heap, tune_collector
+from subagents.gc_heap import freeze_import_heap, is_frozen, tune_collector
 from subagents.loop.inbox import Inbox
 from subagents.messages import Message, Usage
 from subagents.models.base import Model
@@ -71,11 +71,19 @@ if TYPE_CHECKING:
 class SessionCore:
     """The parts of one session and its main agent (``Session`` is the public class)."""
 
+    def __new__(cls, options: SessionOptions) -> Self:
+        # The heap is frozen here, before the session exists (``gc_heap``): a frozen object is
+        # never collected, and a session is a cycle (runtime, contexts, bound methods), so the
+        # first session of a process, frozen from ``__init__``, outlived every reference to it.
+        if not is_frozen():
+            config = options.config or RuntimeConfig.from_env()
+            if config.freeze_import_heap:
+                freeze_import_heap()
+        return super().__new__(cls)
+
     def __init__(self, options: SessionOptions) -> None:
         self.options = options
         self.config = options.config or RuntimeConfig.from_env()
-        if self.config.freeze_import_heap:
-            freeze_import_heap()  # before this session makes anything (``gc_heap``)
         if self.config.gc_thresholds is not None:
             tune_collector(self.config.gc_thresholds)
         price_for("")  # a malformed SUBAGENTS_PRICES fails here, naming it, not mid-run
