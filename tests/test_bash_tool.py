@@ -1,14 +1,19 @@
 """The Bash tool against real subprocesses: exit codes, cwd/env, timeouts, cancellation, caps.
 
 The process-lifetime tests record the PID of a grandchild (`sleep ... &`) and assert it is gone
-afterwards: that is the orphan the tool exists to prevent.
+afterwards: that is the orphan the tool exists to prevent. Every test that runs a command runs
+both ways (the ``way`` fixture): through ``start_piped`` and a pidfd, and through asyncio's
+subprocesses, the fallback where there are no pidfds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +81,7 @@ async def wait_for_file(path: Path, within_s: float = 10.0) -> str:
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
+def ctx(way: str, tmp_path: Path) -> ToolContext:
     return make_ctx(tmp_path)
 
 
@@ -114,7 +119,7 @@ async def test_empty_output_says_so(ctx: ToolContext) -> None:
     assert out.is_error is False
 
 
-async def test_cwd_is_honoured(tmp_path: Path) -> None:
+async def test_cwd_is_honoured(way: str, tmp_path: Path) -> None:
     workdir = tmp_path / "work dir"
     workdir.mkdir()
     (workdir / "marker.txt").write_text("x")
@@ -123,7 +128,7 @@ async def test_cwd_is_honoured(tmp_path: Path) -> None:
     assert out.content.splitlines() == [str(workdir.resolve()), "marker.txt"]
 
 
-async def test_env_overlays_the_process_environment(tmp_path: Path) -> None:
+async def test_env_overlays_the_process_environment(way: str, tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, env={"SUBAGENTS_BASH_TEST": "v42", "HOME": str(tmp_path)})
     out = await run(ctx, 'echo "$SUBAGENTS_BASH_TEST|$HOME|${PATH:+has-path}"')
     assert out.content == f"v42|{tmp_path}|has-path"
@@ -134,7 +139,7 @@ async def test_stdin_is_closed(ctx: ToolContext) -> None:
     assert out.content == "done"
 
 
-async def test_missing_cwd_is_a_tool_error_naming_it(tmp_path: Path) -> None:
+async def test_missing_cwd_is_a_tool_error_naming_it(way: str, tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path / "nope")
     with pytest.raises(ToolError, match="nope"):
         await run(ctx, "echo hi")
@@ -207,6 +212,73 @@ async def test_grandchild_holding_stdout_does_not_hang_the_call(
     assert time.monotonic() - started < 5
     assert out.content == "ok"
     assert is_gone(int(pidfile.read_text()))
+
+
+async def test_a_daemon_that_left_the_group_holding_the_pipe_is_not_waited_for(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    """``setsid`` takes the daemon out of the shell's group, where no group kill reaches it;
+    it holds the output pipe open. The read stops at the drain limit (~2 s), not its exit."""
+    pidfile = tmp_path / "pid"
+    started = time.monotonic()
+    try:
+        out = await run(ctx, f"setsid sleep 30 & echo $! > {pidfile}; echo ok")
+        elapsed = time.monotonic() - started
+        assert out.content == "ok"
+        assert out.is_error is False
+        assert 1.5 < elapsed < 10  # the drain limit was given, not the daemon's 30 s
+        assert ctx.processes.groups == frozenset()
+    finally:
+        with contextlib.suppress(ProcessLookupError, ValueError, FileNotFoundError):
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def open_descriptors() -> list[str]:
+    return sorted(os.listdir("/proc/self/fd"))
+
+
+async def eventually(check: Callable[[], bool], within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def test_the_shell_is_reaped_and_no_descriptor_is_left(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    before = open_descriptors()
+    shells = []
+    for command, timeout in (("echo ok", None), ("sleep 30", 200), ("exit 4", None)):
+        pidfile = tmp_path / f"shell-{len(shells)}"
+        await run(ctx, f"echo $$ > {pidfile}; {command}", timeout=timeout)
+        shells.append(int(pidfile.read_text()))
+    assert [Path(f"/proc/{pid}").exists() for pid in shells] == [False] * 3  # no zombie
+    assert await eventually(lambda: open_descriptors() == before), open_descriptors()
+    assert ctx.processes.groups == frozenset()
+
+
+async def test_a_second_cancellation_still_ends_and_reaps_the_shell(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    before = open_descriptors()
+    pidfile, shellfile = tmp_path / "pid", tmp_path / "shell"
+    task = asyncio.create_task(
+        run(ctx, f"echo $$ > {shellfile}; sleep 1000 & echo $! > {pidfile}; sleep 1000")
+    )
+    grandchild = int(await wait_for_file(pidfile))
+    shell = int(shellfile.read_text())
+    task.cancel()
+    await asyncio.sleep(0)  # the call is ending the shell now
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert is_gone(grandchild)
+    assert await eventually(lambda: not Path(f"/proc/{shell}").exists())  # reaped
+    assert await eventually(lambda: open_descriptors() == before), open_descriptors()
+    assert ctx.processes.groups == frozenset()
 
 
 # ----------------------------------------------------------------------------- output

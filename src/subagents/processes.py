@@ -370,20 +370,26 @@ def reap(pidfd: int) -> int:
     return result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
 
 
-def kill_pinned_group(pid: int, pidfd: int) -> None:
-    """SIGKILL the process's group (``_spawn`` made it its own): the process and what it
-    started and left in it (git's hooks, a ``core.fsmonitor`` command), which would otherwise
-    run on after it. The group's ID is the process's PID, not reused while the process is
-    unreaped — which ``waitid(..., WNOWAIT)`` on its pidfd checks first (ChildProcessError:
-    some other code reaped it, and a stranger may have the number now: its own pidfd signal
-    alone, which cannot reach a stranger)."""
+def kill_pinned_group(pid: int, pidfd: int, sig: int = signal.SIGKILL) -> None:
+    """SIGKILL (or ``sig``) the process's group (``_spawn`` made it its own): the process and
+    what it started and left in it (git's hooks, a ``core.fsmonitor`` command), which would
+    otherwise run on after it. The group's ID is the process's PID, not reused while the
+    process is unreaped — which ``waitid(..., WNOWAIT)`` on its pidfd checks first
+    (ChildProcessError: some other code reaped it, and a stranger may have the number now: its
+    own pidfd signal alone, which cannot reach a stranger). The process itself also gets a
+    SIGKILL through its pidfd (should it have left its group); another signal only when the
+    group's was not sent (a second SIGTERM would run a shell's trap twice)."""
+    grouped = False
     try:
         os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(pid, sig)
+        grouped = True
     except (ChildProcessError, ProcessLookupError, PermissionError):
         pass
+    if grouped and sig != signal.SIGKILL:
+        return
     try:
-        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        signal.pidfd_send_signal(pidfd, sig)
     except ProcessLookupError:  # reaped already (by other code)
         pass
 
@@ -452,11 +458,11 @@ class Piped:
         self.stdout = stdout
         self.stderr = stderr
 
-    def kill_group(self) -> None:
-        """SIGKILL the process's group (``start_piped`` made it its own), through
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        """SIGKILL (or ``sig``) the process's group (``start_piped`` made it its own), through
         ``kill_pinned_group``: only while the process is unreaped, so its PID is still its
         group's and no stranger that took a freed number is signalled."""
-        kill_pinned_group(self.pid, self.pidfd)
+        kill_pinned_group(self.pid, self.pidfd, sig)
 
     def close_stdin(self) -> None:
         """The end of the input (the process reads EOF once it has read what was written)."""
@@ -481,11 +487,14 @@ def start_piped(
     cwd: Path | None,
     env: Mapping[str, str] | None,
     with_input: bool = True,
+    merge_stderr: bool = False,
 ) -> Piped:
     """Start ``argv`` in ``cwd`` with ``env`` (None: this process's), in a session (and
     process group) of its own, its three standard streams on pipes of ours — stdin on
-    ``/dev/null`` instead unless ``with_input`` (``Piped.stdin`` is then -1). OSError when it
-    cannot start (a missing cwd or program; nothing is left running then).
+    ``/dev/null`` instead unless ``with_input`` (``Piped.stdin`` is then -1), stderr on the
+    stdout pipe if ``merge_stderr`` (one pipe, the order of the writes kept; ``Piped.stderr``
+    is then -1). OSError when it cannot start (a missing cwd or program; nothing is left
+    running then).
 
     ``subprocess.Popen`` makes the process, with exactly the arguments asyncio's
     ``create_subprocess_exec`` gives it (``close_fds``: no descriptor of this process but the
@@ -503,6 +512,10 @@ def start_piped(
             if stream == 0 and not with_input:
                 ours.append(-1)
                 theirs.append(subprocess.DEVNULL)
+                continue
+            if stream == 2 and merge_stderr:
+                ours.append(-1)
+                theirs.append(subprocess.STDOUT)
                 continue
             read_end, write_end = os.pipe2(os.O_CLOEXEC)
             child_reads = stream == 0
@@ -533,7 +546,7 @@ def start_piped(
         raise
     finally:
         for fd in theirs:
-            if fd >= 0:  # not DEVNULL (-3), which Popen opened and closed itself
+            if fd >= 0:  # not DEVNULL (-3) nor STDOUT (-2), which are no descriptors of ours
                 os.close(fd)
     for fd in ours:
         if fd >= 0:

@@ -10,6 +10,13 @@ as a whole in every way the call can end:
 * timeout: SIGTERM to the group, up to 2 s of grace, then SIGKILL;
 * cancellation (the agent was aborted): SIGKILL at once, reap, then re-raise.
 
+Where pidfds exist the shell is started by ``processes.start_piped`` (stdout and stderr on one
+pipe) and waited for through its pidfd; the pipe is read by a reader callback on the loop. No
+child-watcher thread, transport or pump task: about half of a call's CPU in this process
+(docs/performance.md, session 14). The group is signalled only while the shell is unreaped
+(``Piped.kill_group``), so a PID freed and taken by a stranger is never signalled. Elsewhere
+asyncio's subprocesses, as background shells still use them (``spawn_shell``).
+
 Output is read from a pipe of our own rather than an asyncio subprocess pipe: asyncio's
 ``Process.wait()`` also waits for its pipes to close, which a grandchild holding stdout would
 delay forever. Only what will be shown is kept (a head and a tail), so a command printing
@@ -29,7 +36,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from subagents.descriptors import open_pipe, process_slot, retry_on_emfile
-from subagents.processes import kill_group, open_pipe_reader
+from subagents.processes import (
+    Piped,
+    ProcessTracker,
+    have_pidfds,
+    kill_group,
+    open_pipe_reader,
+    reap,
+    reap_later,
+    start_piped,
+    wait_exited,
+)
 from subagents.tools import descriptions
 from subagents.tools.base import (
     CallInfo,
@@ -145,7 +162,158 @@ async def run_command(
     The call holds one of the session's process slots while it runs (``descriptors``): past
     the descriptor budget a command waits for a slot instead of failing with ``EMFILE``."""
     async with process_slot():
+        if have_pidfds():
+            return await _run_piped(command, ctx, timeout_ms=timeout_ms, progress=progress)
         return await _run_command(command, ctx, timeout_ms=timeout_ms, progress=progress)
+
+
+async def _run_piped(
+    command: str, ctx: ToolContext, *, timeout_ms: int, progress: ProgressFn | None
+) -> CommandRun:
+    """The shell through ``start_piped`` and its pidfd (see the module docstring)."""
+    argv = ("/bin/bash", "-c", command)
+    env = {**os.environ, **ctx.env}
+
+    async def start() -> Piped:
+        return start_piped(argv, cwd=ctx.cwd, env=env, with_input=False, merge_stderr=True)
+
+    try:
+        proc = await retry_on_emfile(start)
+    except OSError as exc:
+        raise ToolError(f"Cannot start /bin/bash in working directory {ctx.cwd}: {exc}") from exc
+    output = CommandOutput()
+    reader = _OutputReader(output, command, progress)
+    reaped = False
+    timed_out = False
+    status: int | None = None
+    try:
+        ctx.processes.add(proc.pid)  # inside: should recording the group fail, it is ended
+        reader.read_from(proc.stdout)
+        if not await _exits_within(proc, timeout_ms / 1000):
+            timed_out = True
+            proc.kill_group(signal.SIGTERM)  # so programs can clean up
+            if not await _exits_within(proc, _TERM_GRACE_S):
+                proc.kill_group()
+                await wait_exited(proc.pidfd)
+        # Let late writers flush, then stop whatever the shell left running (`cmd &`): before
+        # the reap, while the shell's PID is still its group's id.
+        await reader.ended(_LEFTOVER_GRACE_S)
+        proc.kill_group()
+        ctx.processes.discard(proc.pid)
+        reaped = True
+        with contextlib.suppress(ChildProcessError):  # reaped by code that waits for any child
+            status = reap(proc.pidfd)
+        # A process that escaped the group (setsid) may hold the pipe; stop reading then.
+        await reader.ended(_DRAIN_LIMIT_S)
+    except BaseException:
+        end = asyncio.create_task(
+            _end_piped(proc, reader, ctx.processes, reaped=reaped), name=f"bash-end:{proc.pid}"
+        )
+        _ENDING.add(end)
+        end.add_done_callback(_ENDING.discard)
+        await asyncio.shield(end)  # a second cancellation leaves it to finish (it closes all)
+        raise
+    reader.stop()
+    proc.close()
+    return CommandRun(output=output, exit_code=_exit_code(status), timed_out=timed_out)
+
+
+_ENDING: set[asyncio.Task[None]] = set()
+"""The ends of cancelled calls still running: a task the loop only holds weakly is kept here."""
+
+
+async def _exits_within(proc: Piped, limit_s: float) -> bool:
+    """Whether the shell exits within ``limit_s`` (it is not reaped)."""
+    try:
+        async with asyncio.timeout(limit_s):
+            await wait_exited(proc.pidfd)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _end_piped(
+    proc: Piped, reader: _OutputReader, tracker: ProcessTracker, *, reaped: bool
+) -> None:
+    """A call that did not finish (cancelled, or an error): SIGKILL the group, reap the shell
+    (bounded: one stuck in the kernel past the SIGKILL is left to ``reap_later``'s thread),
+    stop reading, close every descriptor."""
+    try:
+        if not reaped:
+            proc.kill_group()
+            tracker.discard(proc.pid)  # the SIGKILL is sent; from the reap on it is no group
+            if await _exits_within(proc, _DRAIN_LIMIT_S):
+                with contextlib.suppress(ChildProcessError):
+                    reap(proc.pidfd)
+            else:
+                reap_later(proc)
+    finally:
+        reader.stop()
+        proc.close()
+
+
+class _OutputReader:
+    """Reads the shell's pipe into ``output`` as it becomes readable (a reader callback on the
+    loop, not a task) and reports progress: the last lines, at most once a second."""
+
+    __slots__ = ("_fd", "_loop", "command", "done", "last_report", "output", "progress", "started")
+
+    def __init__(self, output: CommandOutput, command: str, progress: ProgressFn | None) -> None:
+        self.output = output
+        self.command = command
+        self.progress = progress
+        self.started = self.last_report = time.monotonic()
+        self._fd = -1
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.done: asyncio.Future[None] | None = None
+        """Done at the pipe's end (every writer closed it), or when reading was stopped."""
+
+    def read_from(self, fd: int) -> None:
+        self._loop = loop = asyncio.get_running_loop()
+        self._fd = fd
+        self.done = loop.create_future()
+        loop.add_reader(fd, self._readable)
+
+    async def ended(self, within_s: float) -> None:
+        """Until the pipe's end, for at most ``within_s``."""
+        if self.done is not None and not self.done.done():
+            await asyncio.wait((self.done,), timeout=within_s)
+
+    def stop(self) -> None:
+        """No more reading (safe to call twice); the decoder's last bytes are flushed."""
+        if self._loop is not None and self._fd >= 0:
+            self._loop.remove_reader(self._fd)
+            self._fd = -1
+            self.output.feed(b"", final=True)
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self._fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:  # as the end of the pipe
+            chunk = b""
+        if not chunk:
+            self.stop()
+            return
+        self.output.feed(chunk)
+        if self.progress is not None:
+            now = time.monotonic()
+            if now - self.last_report >= _PROGRESS_INTERVAL_S:
+                self.last_report = now
+                self.progress(_progress_event(self.command, now - self.started, self.output))
+
+
+def _progress_event(command: str, elapsed_s: float, output: CommandOutput) -> dict[str, Any]:
+    return {
+        "type": "bash_progress",
+        "command": command,
+        "elapsed_ms": int(elapsed_s * 1000),
+        "output_chars": output.total,
+        "last_lines": output.last_lines(),
+    }
 
 
 async def _run_command(
@@ -251,15 +419,7 @@ async def _pump(
         now = time.monotonic()
         if progress is not None and now - last_report >= _PROGRESS_INTERVAL_S:
             last_report = now
-            progress(
-                {
-                    "type": "bash_progress",
-                    "command": command,
-                    "elapsed_ms": int((now - started) * 1000),
-                    "output_chars": output.total,
-                    "last_lines": output.last_lines(),
-                }
-            )
+            progress(_progress_event(command, now - started, output))
     output.feed(b"", final=True)
 
 

@@ -1,0 +1,253 @@
+"""What one Bash tool call costs this process: the tool real agents call most.
+
+Each Bash call starts ``/bin/bash -c COMMAND`` in a session of its own, reads its merged
+stdout and stderr, waits for it and ends its process group. The command's own CPU is its own;
+what this bench measures is the CPU *this* process spends on the call, three ways:
+
+* ``tool`` — ``BashTool().call`` N times in a row with a real ``ToolContext`` (the process
+  slot, the tracker, the output's head and tail, the result text): the tool as a session runs
+  it, without the model loop around it.
+* ``session`` — a main agent making N Bash calls, one per model call, through ``Session``
+  (scripted model, ``bypassPermissions``, transcripts on), against the same session making N
+  ``Note`` calls; the difference over N is a Bash call's cost over a trivial tool's (the
+  permission layer's parse of the command is in it).
+* ``floor`` — the same command started N times with no runtime: ``posix_spawn`` of
+  ``/bin/bash -c COMMAND`` in a new session, stdin on ``/dev/null``, stdout and stderr on one
+  pipe read by the loop to its end, waited for through a pidfd. What a call cannot cost less
+  than in this process.
+
+Commands: ``true``, ``echo hi``, and ``seq 1 20000`` (108,894 bytes of output). CPU is
+``resource.getrusage(RUSAGE_SELF)``, user + system: this process, every thread (asyncio's
+child-watcher threads included), children excluded. ``--count-calls`` prints Python function
+calls per tool call instead (cProfile's count, main thread): a figure load cannot move. No
+callgrind count: valgrind 3.19 answers ``pidfd_open`` with ENOSYS, so under it every tree
+takes asyncio's way, and a ``vfork`` child's pre-exec code is counted in this process.
+
+Run: ``python bench/bash_bench.py`` (5 interleaved rounds of N = 200); ``--only tool``;
+compare trees with ``PYTHONPATH=/other/tree/src``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from bench import NoteTool  # the fan-out's trivial tool: the difference is Bash's
+from subagents import ScriptedModel, Session, SessionOptions
+from subagents.abort import AbortSignal
+from subagents.events import AgentRef
+from subagents.tools.base import CallInfo, ToolContext
+from subagents.tools.bash import BashTool
+from subagents.tools.inputs.bash import BashInput
+
+COMMANDS = {"true": "true", "echo hi": "echo hi", "100 KB": "seq 1 20000"}
+EXPECTED_LENGTH = {"true": 0, "echo hi": 3, "100 KB": 108_894}
+"""Bytes each command prints: a run whose output differs is an error, not a figure."""
+
+
+def cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def tool_cpu(folder: Path, command: str, n: int) -> float:
+    ctx = ToolContext(
+        cwd=folder,
+        roots=(folder,),
+        abort=AbortSignal(),
+        agent=AgentRef(agent_id="bench", agent_type="main"),
+    )
+    tool, info = BashTool(), CallInfo(tool_use_id="toolu_bench", progress=lambda _event: None)
+    args = BashInput(command=command)
+    start = cpu()
+    for _ in range(n):
+        out = await tool.call(args, ctx, info)
+        if out.is_error:
+            raise RuntimeError(f"the command failed: {out.content[:200]}")
+    return cpu() - start
+
+
+def script(n: int, call: dict[str, Any]) -> dict[str, Any]:
+    turns: list[dict[str, Any]] = [{"tool_calls": [call]} for _ in range(n)]
+    turns.append({"text": "done"})
+    return {"agents": [{"agent_type": "main", "turns": turns}]}
+
+
+async def session_cpu(folder: Path, n: int, call: dict[str, Any]) -> float:
+    session = Session(
+        SessionOptions(
+            model=ScriptedModel.from_dict(script(n, call), keep_requests=False),
+            cwd=folder,
+            home=folder / "home",
+            extra_tools=[NoteTool()],
+            permission_mode="bypassPermissions",
+        )
+    )
+    start = cpu()
+    result = await session.run("bench")
+    spent = cpu() - start
+    if result.is_error or result.result != "done":
+        raise RuntimeError(f"bench run failed: {result.result}")
+    return spent
+
+
+async def floor_cpu(folder: Path, command: str, n: int) -> float:
+    env = dict(os.environ)
+    start = cpu()
+    for _ in range(n):
+        code, _ = await bare_run(command, folder, env)
+        if code != 0:
+            raise RuntimeError(f"the command failed: {code}")
+    return cpu() - start
+
+
+async def bare_run(command: str, cwd: Path, env: dict[str, str]) -> tuple[int, int]:
+    """``/bin/bash -c command``, stdout and stderr on one pipe read to its end, through a pidfd:
+    its exit status and how many bytes it printed."""
+    loop = asyncio.get_running_loop()
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    here = os.getcwd()
+    os.chdir(cwd)  # what posix_spawn's chdir file action would do (Python 3.11 has none)
+    try:
+        pid = os.posix_spawn(
+            "/bin/bash",
+            ["/bin/bash", "-c", command],
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, null, 0),
+                (os.POSIX_SPAWN_DUP2, out_w, 1),
+                (os.POSIX_SPAWN_DUP2, out_w, 2),
+            ],
+            setsid=True,
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+        )
+    finally:
+        os.chdir(here)
+    os.close(null)
+    os.close(out_w)
+    pidfd = os.pidfd_open(pid)
+    size = 0
+    done: dict[int, asyncio.Future[None]] = {}
+    for fd in (out_r, pidfd):
+        os.set_blocking(fd, False)
+        done[fd] = loop.create_future()
+
+    def readable(fd: int) -> None:
+        nonlocal size
+        if fd != pidfd:
+            chunk = os.read(fd, 65536)
+            size += len(chunk)
+            if chunk:
+                return
+        loop.remove_reader(fd)
+        done[fd].set_result(None)
+
+    for fd in done:
+        loop.add_reader(fd, readable, fd)
+    await asyncio.gather(*done.values())
+    result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
+    os.close(out_r)
+    os.close(pidfd)
+    assert result is not None
+    return result.si_status, size
+
+
+Measure = Callable[[], Coroutine[Any, Any, float]]
+
+
+def count_calls(folder: Path, n: int) -> None:
+    """Python function calls per tool call (cProfile's count over N calls after a warm-up)."""
+    import cProfile
+
+    for name, command in COMMANDS.items():
+        asyncio.run(tool_cpu(folder, command, 5))
+        profile = cProfile.Profile()
+        profile.enable()
+        asyncio.run(tool_cpu(folder, command, n))
+        profile.disable()
+        every = sum(entry.callcount for entry in profile.getstats())
+        # asyncio.run's own set-up and teardown are in the count: a few hundred calls, once.
+        print(f"{name:10} Python calls per tool call: {every / n:.1f}  (N = {n})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=200, help="Bash calls per measure")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", choices=("tool", "session", "floor"), action="append")
+    parser.add_argument("--command", choices=tuple(COMMANDS), action="append")
+    parser.add_argument("--dir", default="/dev/shm", help="where the project folder goes")
+    parser.add_argument("--count-calls", action="store_true")
+    args = parser.parse_args(argv)
+    base = Path(tempfile.mkdtemp(prefix="bash-bench-", dir=args.dir))
+    (base / "home").mkdir()
+    n = args.n
+    if args.count_calls:
+        try:
+            count_calls(base, n)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        return 0
+    kinds = args.only or ["tool", "session", "floor"]
+    names = args.command or list(COMMANDS)
+    measures: dict[str, Measure] = {}
+    for name in names:
+        command = COMMANDS[name]
+        if "tool" in kinds:
+            measures[f"tool: {name}"] = lambda c=command: tool_cpu(base, c, n)
+        if "session" in kinds:
+            call = {"name": "Bash", "input": {"command": command}}
+            measures[f"session: {name}"] = lambda c=call: session_cpu(base, n, c)
+        if "floor" in kinds:
+            measures[f"floor: {name}"] = lambda c=command: floor_cpu(base, c, n)
+    if "session" in kinds:
+        note = {"name": "Note", "input": {"text": "step"}}
+        measures["session: Note"] = lambda: session_cpu(base, n, note)
+    figures: dict[str, list[float]] = {name: [] for name in measures}
+
+    async def check() -> None:
+        for name in names:
+            _, size = await bare_run(COMMANDS[name], base, dict(os.environ))
+            if size != EXPECTED_LENGTH[name]:
+                raise RuntimeError(f"{COMMANDS[name]!r} printed {size} bytes here")
+
+    async def run() -> None:
+        await check()
+        for measure in measures.values():  # warm-up: imports, caches, the first session
+            await measure()
+        for _ in range(args.rounds):
+            for name, measure in measures.items():
+                figures[name].append(await measure())
+
+    try:
+        asyncio.run(run())
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(
+        f"# N = {n}, {args.rounds} rounds, load {os.getloadavg()[0]:.2f}, "
+        f"python {sys.version.split()[0]}"
+    )
+    per = {name: [spent / n * 1e3 for spent in cpus] for name, cpus in figures.items()}
+    if "session: Note" in per:
+        for name in names:
+            pairs = zip(per[f"session: {name}"], per["session: Note"], strict=True)
+            per[f"session: {name}, over Note"] = [bash - note for bash, note in pairs]
+    for name, values in per.items():
+        shown = " ".join(f"{v:.3f}" for v in values)
+        print(f"{name:28} median {median(values):.3f} ms of CPU per call   ({shown})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
