@@ -176,3 +176,49 @@ def test_the_first_session_of_a_process_is_collected_once_dropped(tmp_path: Path
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.splitlines()[-1])
     assert out == {"session": True, "model": True, "frozen": True}
+
+
+LOCKS = r"""
+import asyncio, gc, json, os, sys
+from pathlib import Path
+from subagents import ScriptedModel, Session, SessionOptions
+from subagents.store import session_lock
+
+root = Path(sys.argv[1])
+script = {"agents": [{"agent_type": "main", "turns": [{"text": "ok"}]}]}
+
+async def held():
+    options = SessionOptions(model=ScriptedModel.from_dict(script), cwd=root, home=root / "home")
+    session = Session(options).hold()
+    await session.run("go")
+    return session.state.session_lock(session.session_id)
+
+paths = [asyncio.run(held()) for _ in range(3)]
+gc.collect()
+def target(name):
+    try:
+        return os.readlink(f"/proc/self/fd/{name}")
+    except OSError:  # the listing's own descriptor, closed by now
+        return ""
+
+open_locks = [name for name in os.listdir("/proc/self/fd") if target(name).endswith(".lock")]
+free = []
+for path in paths:
+    try:
+        session_lock.release(session_lock.take_exclusive(path))
+        free.append(True)
+    except session_lock.SessionBusy:
+        free.append(False)
+print(json.dumps({"open_locks": len(open_locks), "free": free}))
+"""
+
+
+def test_a_dropped_held_session_lets_go_of_its_session_lock(tmp_path: Path) -> None:
+    """A held session dropped without ``close`` is collected; its session lock (a descriptor
+    held shared, which ``subagents compact`` waits on) goes with it instead of staying held
+    until the process exits."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOCKS, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"open_locks": 0, "free": [True] * 3}

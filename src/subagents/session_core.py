@@ -10,6 +10,7 @@ compaction and the end.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -104,8 +105,10 @@ class SessionCore:
         self._closed = False
         self._held = False
         self._turn_running = False
-        self._lock_fd: int | None = None
-        """This process runs the session: ``sessions/<id>.lock`` held shared (``session_lock``)."""
+        self._lock: weakref.finalize[[int | None], SessionCore] | None = None
+        """This process runs the session: ``sessions/<id>.lock`` held shared (``session_lock``);
+        calling it lets go. A finalizer, so a held session dropped without ``close`` lets go
+        when it is collected rather than at the process's exit."""
         self._observation: Observation | None = None
         self.emit: EventSink = discard
         self._warnings = WarningLog(ref=AgentRef(agent_id=self.session_id, agent_type="main"))
@@ -295,12 +298,18 @@ class SessionCore:
             return  # nothing on disk that a compaction could change
         ensure_private_dir(self.state.sessions_dir)
         try:
-            self._lock_fd = session_lock.hold_shared(self.state.session_lock(self.session_id))
+            fd = session_lock.hold_shared(self.state.session_lock(self.session_id))
         except session_lock.SessionBusy:
             raise ValueError(
                 f"session {self.session_id} is being compacted by another process; "
                 "run it again when `subagents compact` has finished"
             ) from None
+        self._lock = weakref.finalize(self, session_lock.release, fd)
+
+    def _release_session_lock(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock()  # closes the descriptor once; the finalizer is then dead
 
     async def _start_mcp(self) -> None:
         """Kill what a crashed session left running, then start this session's servers."""
