@@ -447,14 +447,63 @@ def measure(workload: str, n: int, k: int, latency_ms: int, runs: int) -> list[f
     return [floor_once(workload, n, k, latency_ms, width) for _ in range(runs)]
 
 
+def inside(workload: str, n: int, k: int, latency_ms: int, runs: int) -> None:
+    """Inside valgrind (``--instructions``): a warm-up session, then ``runs`` counted ones."""
+    from call_instructions import counted_reduce
+
+    width = 10 if workload == "fanout" else n
+    script = script_for(workload, n, k)
+    base = bench_dir()
+    floor_once(workload, n, k, latency_ms, width, base)
+    gc.freeze()
+
+    def one(calls: int, _: int) -> int:
+        with run_folder("pyfloor-", base) as tmp:
+            return calls + asyncio.run(session(str(tmp), script, latency_ms / 1000, width))
+
+    print("model calls", counted_reduce(one, range(runs), 0), flush=True)
+
+
+def instructions(workload: str, n: int, k: int, latency_ms: int, runs: int) -> str:
+    """Instructions per model call (all threads), as ``call_instructions.py`` counts the
+    runtime's: the average, and for the fan-out the marginal call (N x 2K against N x K)."""
+    from call_instructions import counted
+
+    def per_call(k: int) -> tuple[int, int]:
+        sizes = [f"--n={n}", f"--k={k}", f"--latency={latency_ms}", f"--runs={runs}"]
+        counts, calls = counted([__file__, f"--workload={workload}", "--inside", *sizes])
+        return counts.all, calls
+
+    total, calls = per_call(k)
+    line = f"python floor, {workload} {n} x {k}: {total / calls:,.0f} instructions / model call"
+    if workload == "fanout":
+        total2, calls2 = per_call(2 * k)
+        line += f", marginal {(total2 - total) / (calls2 - calls):,.0f}"
+    return line
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", choices=["fanout", "swarm", "both"], default="both")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--instructions", action="store_true", help="callgrind counts instead")
+    parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int)
+    parser.add_argument("--k", type=int)
+    parser.add_argument("--latency", type=int)
     options = parser.parse_args(argv)
     shapes = {"fanout": (50, 10, 0), "swarm": (1000, 5, 50)}
-    for workload in ["fanout", "swarm"] if options.workload == "both" else [options.workload]:
+    workloads = ["fanout", "swarm"] if options.workload == "both" else [options.workload]
+    for workload in workloads:
         n, k, latency = shapes[workload]
+        n, k = options.n or n, options.k or k
+        latency = latency if options.latency is None else options.latency
+        if options.inside:
+            inside(workload, n, k, latency, options.runs)
+            return 0
+        if options.instructions:
+            print(instructions(workload, n, k, latency, min(options.runs, 2)), flush=True)
+            continue
         us = measure(workload, n, k, latency, options.runs)
         mean = sum(us) / len(us)
         print(
