@@ -27,6 +27,11 @@ from subagents.session import Session, SessionResult
 
 Line = dict[str, Any]
 
+MAX_CONTROL_IN_FLIGHT = 64
+"""Control requests answered at once; the next waits for one to finish (a flood of requests
+made a task each at once: ``tests/test_stream_input_bounds.py``). Safe to wait on: no handler
+waits for input (an answer to one of our own requests, read by ``_read``, is never awaited
+by a handler)."""
 
 SessionFactory = Callable[[SessionRequest], Session]
 
@@ -86,6 +91,8 @@ class StreamSession:
             if kind == "user":
                 self._on_user(message)
             elif kind == "control_request":
+                if len(self._tasks) >= MAX_CONTROL_IN_FLIGHT:
+                    await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
                 self._spawn(self._answer(message))
             elif kind == "control_response":
                 self.channel.resolve(message)

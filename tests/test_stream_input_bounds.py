@@ -1,0 +1,111 @@
+"""``--input-format stream-json`` under a flood: memory stays bounded and nothing is lost.
+
+The reader thread parses stdin faster than the session can act on it; without a bound every
+line read was parked in memory (parsed, as Python objects: a few hundred bytes each for a
+74-byte control request; measured 317 MB resident for 300,000 of them), and every control
+request became a task at once. Now the reader stops reading while the lines it handed over
+and the session has not taken pass ``max_pending_bytes`` or ``max_pending_lines`` (the pipe
+then fills and the writer waits; measured after: 43 MB, the resident size of an idle session), and at most ``MAX_CONTROL_IN_FLIGHT`` control requests are answered at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+from typing import Any
+
+import pytest
+
+from subagents.cli.stream_input import StreamInput
+from subagents.cli.stream_session import MAX_CONTROL_IN_FLIGHT, StreamSession
+
+LINE = b'{"type":"keep_alive","pad":"' + b"x" * 100 + b'"}\n'
+
+
+@pytest.mark.parametrize(("budget", "lines"), [(64 * 1024, 1024), (64 << 20, 100)])
+async def test_the_reader_stops_reading_while_the_session_is_behind(
+    budget: int, lines: int
+) -> None:
+    """Bounded by bytes (long lines) and by number (short ones, each several times its size
+    once parsed)."""
+    read_end, write_end = os.pipe()
+    flags = fcntl.fcntl(write_end, fcntl.F_GETFL)
+    fcntl.fcntl(write_end, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+    bad: list[str] = []
+    stdin = StreamInput(
+        os.fdopen(read_end, "rb"), bad.append, max_pending_bytes=budget, max_pending_lines=lines
+    )
+    stdin.start()
+    written, stalled = 0, 0
+    # The session takes nothing: a bounded reader lets the pipe fill (EAGAIN) soon after the
+    # budget; an unbounded one takes all 16 MB. One line per write: shorter than PIPE_BUF, so
+    # it is written whole or not at all.
+    while written < 16 << 20 and stalled < 50:
+        try:
+            written += os.write(write_end, LINE)
+            stalled = 0
+        except BlockingIOError:
+            stalled += 1
+            await asyncio.sleep(0.01)
+    assert written < min(budget, lines * len(LINE)) + (1 << 20), written
+    # Nothing was lost: every line written arrives, in order, once the session takes them.
+    os.close(write_end)
+    count = 0
+    while (message := await stdin.next()) is not None:
+        assert message["type"] == "keep_alive"
+        count += 1
+    assert count * len(LINE) == written
+    assert bad == []
+
+
+class _SlowHandlers:
+    """Control requests whose answers take a while (as ``stop_task`` waits for a kill)."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.most = 0
+
+    async def handle(self, stream: StreamSession, subtype: str, request: dict[str, Any]) -> Any:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        await asyncio.sleep(0.001)
+        self.in_flight -= 1
+        return {"n": request["n"]}
+
+
+async def test_a_control_request_flood_is_answered_a_bounded_number_at_a_time() -> None:
+    read_end, write_end = os.pipe()
+    count = 2_000
+    lines = b"".join(
+        json.dumps(
+            {"type": "control_request", "request_id": f"r{n}", "request": {"subtype": "x", "n": n}}
+        ).encode()
+        + b"\n"
+        for n in range(count)
+    )
+    written: list[dict[str, Any]] = []
+    handlers = _SlowHandlers()
+    stream = StreamSession(
+        factory=lambda request: None,  # type: ignore[arg-type,return-value]  # no turn runs
+        write=written.append,
+        warn=lambda text: None,
+        stdio_permissions=False,
+        bg_wait_ms=0,
+        report_state=False,
+        handlers=handlers,
+    )
+
+    async def feed() -> None:
+        await asyncio.to_thread(os.write, write_end, lines)
+        os.close(write_end)
+
+    feeder = asyncio.create_task(feed(), name="feed-stdin")
+    code = await stream.run(StreamInput(os.fdopen(read_end, "rb"), lambda text: None))
+    await feeder
+    assert code == 0
+    answers = [line["response"] for line in written if line["type"] == "control_response"]
+    assert sorted(a["response"]["n"] for a in answers) == list(range(count))  # none lost
+    assert all(a["subtype"] == "success" for a in answers)
+    assert handlers.most <= MAX_CONTROL_IN_FLIGHT, handlers.most
