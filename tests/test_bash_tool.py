@@ -134,6 +134,17 @@ async def test_env_overlays_the_process_environment(way: str, tmp_path: Path) ->
     assert out.content == f"v42|{tmp_path}|has-path"
 
 
+async def test_with_no_overlay_the_command_sees_this_processs_environment_as_changed(
+    ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUBAGENTS_BASH_SET", "set-here")
+    monkeypatch.setenv("SUBAGENTS_BASH_GONE", "x")
+    monkeypatch.delenv("SUBAGENTS_BASH_GONE")
+    assert ctx.env == {}
+    out = await run(ctx, 'echo "$SUBAGENTS_BASH_SET|${SUBAGENTS_BASH_GONE-unset}|$PATH"')
+    assert out.content == f"set-here|unset|{os.environ['PATH']}"
+
+
 async def test_stdin_is_closed(ctx: ToolContext) -> None:
     out = await run(ctx, "cat; echo done", timeout=5000)
     assert out.content == "done"

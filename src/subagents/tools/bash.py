@@ -172,7 +172,10 @@ async def _run_piped(
 ) -> CommandRun:
     """The shell through ``start_piped`` and its pidfd (see the module docstring)."""
     argv = ("/bin/bash", "-c", command)
-    env = {**os.environ, **ctx.env}
+    # No overlay: the shell inherits this process's environment as it is (``os.environ``'s
+    # changes are made with putenv, so it holds them) without the copy: 38 variables decoded,
+    # merged and encoded again were ~660 of a call's ~1,030 Python calls (session 14).
+    env = {**os.environ, **ctx.env} if ctx.env else None
 
     async def start() -> Piped:
         return start_piped(argv, cwd=ctx.cwd, env=env, with_input=False, merge_stderr=True)
