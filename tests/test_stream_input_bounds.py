@@ -14,6 +14,9 @@ import asyncio
 import fcntl
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,3 +112,39 @@ async def test_a_control_request_flood_is_answered_a_bounded_number_at_a_time() 
     assert sorted(a["response"]["n"] for a in answers) == list(range(count))  # none lost
     assert all(a["subtype"] == "success" for a in answers)
     assert handlers.most <= MAX_CONTROL_IN_FLIGHT, handlers.most
+
+
+def test_one_odd_message_is_one_short_warning(tmp_path: Path) -> None:
+    """A user message of 2,000 unsupported blocks warns once (with the count), not 2,000 times;
+    a message type, block type or request subtype of 100,000 characters is named in a short
+    warning or error, not echoed whole."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"agents": [{"agent_type": "main", "turns": [{"text": "hi"}]}]}))
+    huge = "t" * 100_000
+    blocks: list[Any] = [{"type": "image"}] * 2_000 + [
+        {"type": huge},
+        [1, 2],
+        {"type": "text", "text": "go"},
+    ]
+    lines = [
+        {"type": huge},
+        {"type": {"nested": [huge]}},
+        {"type": "control_request", "request_id": "r1", "request": {"subtype": huge}},
+        {"type": "user", "message": {"role": "user", "content": blocks}},
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "subagents", "--input-format", "stream-json",
+         "--output-format", "stream-json", "--model", f"scripted:{script}"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    warnings = proc.stderr.splitlines()
+    assert len(warnings) <= 6, warnings[:8]
+    assert all(len(w) < 300 for w in warnings), [w[:300] for w in warnings]
+    assert any("2000 'image' content blocks" in w for w in warnings), warnings
+    assert sum("unknown message type" in w for w in warnings) == 2
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    error = next(e["response"] for e in events if e["type"] == "control_response")
+    assert error["subtype"] == "error" and len(error["error"]) < 300, error["error"][:300]
+    assert [e["result"] for e in events if e["type"] == "result"] == ["hi"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from subagents.cli.claude_models import choose
 from subagents.cli.control import sdk_hooks
-from subagents.cli.stream_session import SessionRequest
+from subagents.cli.stream_session import SessionRequest, shown
 
 if TYPE_CHECKING:
     from subagents.cli.stream_session import StreamSession
@@ -39,7 +39,7 @@ class SdkRequests:
         if subtype in ("mcp_reconnect", "mcp_toggle"):
             raise RuntimeError(f"{subtype} is not supported: MCP servers start with the session")
         if handler is None:
-            raise RuntimeError(f"unsupported control request subtype: {subtype!r}")
+            raise RuntimeError(f"unsupported control request subtype: {shown(subtype)}")
         result: Line = await handler(stream, request)
         return result
 

@@ -97,7 +97,7 @@ class StreamSession:
             elif kind == "control_response":
                 self.channel.resolve(message)
             elif kind not in ("keep_alive", "update_environment_variables"):
-                self.warn(f"stdin: unknown message type {kind!r}, ignored")
+                self.warn(f"stdin: unknown message type {shown(kind)}, ignored")
         self._eof = True
         self.channel.close()
         self._wake.set()
@@ -231,14 +231,26 @@ def prompt_text(content: Any, warn: Callable[[str], None]) -> str | None:
     if not isinstance(content, list):
         return None
     parts: list[str] = []
+    omitted: dict[str, int] = {}  # one warning per kind, however many blocks
     for block in content:
         if isinstance(block, dict) and block.get("type") == "text":
             parts.append(str(block.get("text", "")))
         else:
-            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
-            warn(f"stdin: a {kind!r} content block is not supported, replaced by a note")
+            kind = shown(block.get("type")) if isinstance(block, dict) else type(block).__name__
+            omitted[kind] = omitted.get(kind, 0) + 1
             parts.append(f"[{kind} content omitted]")
+    for kind, count in omitted.items():
+        what = f"a {kind} content block is" if count == 1 else f"{count} {kind} content blocks are"
+        warn(f"stdin: {what} not supported, replaced by a note")
     return "\n".join(parts)
+
+
+def shown(value: Any) -> str:
+    """A value of the peer's in a warning: a string quoted and cut at 60 characters, anything
+    else by its JSON type (a 64 MiB "type" is not echoed whole)."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 60 else f"{value[:60]!r}... ({len(value):,} chars)"
+    return "null" if value is None else type(value).__name__
 
 
 def _text(exc: BaseException) -> str:
@@ -247,4 +259,4 @@ def _text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-__all__ = ["SessionRequest", "StreamSession", "prompt_text", "sdk_hooks"]
+__all__ = ["SessionRequest", "StreamSession", "prompt_text", "sdk_hooks", "shown"]
