@@ -253,6 +253,15 @@ RM_BYPASSES: list[str] = [
     "! for i in 1; do eval 'rm tgt'; done",
     "time ! bash -c 'rm tgt'",
     "coproc { rm tgt; }",
+    # tree-sitter-bash leaves a here-document body unparsed (one leaf, no nodes) when its
+    # first expansion has only blanks before it on its line
+    "cat <<EOF\n\t$(rm tgt)\nEOF",
+    "cat <<-EOF\n\t$(rm tgt)\n\tEOF",
+    "cat <<EOF\nfoo\n  $(rm tgt)\nEOF",
+    "cat <<EOF\n  `rm tgt`\nEOF",
+    "cat <<EOF\n  ${x:-$(rm tgt)}\nEOF",
+    "y='a[$(rm tgt)]'; cat <<EOF\n  $((y))\nEOF",
+    "y='a[$(rm tgt)]'; cat <<EOF\n  ${!y}\nEOF",
 ]
 
 NOT_RUNNABLE_HERE = {
@@ -286,6 +295,8 @@ PLAN_MODE_WRITES: list[str] = [
     "(( $(rm tgt) ))",
     "y='a[$(rm tgt)]'; echo $((y))",
     "cat <<EOF\n$(rm tgt)\nEOF",
+    "cat <<EOF\n  $(rm tgt)\nEOF",
+    "y='a[$(rm tgt)]'; cat <<EOF\n  $((y))\nEOF",
     'echo "$(rm tgt)"',
     'ls "$(rm tgt)"',
     "x=$(rm tgt)",

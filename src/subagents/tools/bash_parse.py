@@ -23,6 +23,7 @@ from subagents.tools.bash_words import (
     Word,
     decode_ansi_c,
     has_unparsed_code,
+    has_unparsed_expansion,
     has_unparsed_syntax,
     name_set,
     unescape_double_quoted,
@@ -330,14 +331,28 @@ class _Walker:
         for body in node.children:
             if body.type != "heredoc_body":
                 continue
-            for content in body.children:
-                if content.type != "heredoc_content":
-                    continue
-                text = self.text(content)
+            literal = [self.text(c) for c in body.children if c.type == "heredoc_content"]
+            unparsed = self.uncovered(body)
+            if expands and any(has_unparsed_expansion(text) for text in unparsed):
+                # tree-sitter-bash leaves a body whole, with no nodes, when its first
+                # expansion has only blanks before it on its line (``<<EOF\n  $(rm f)``)
+                self.opaque.append("a here-document's expansions were not parsed")
+            for text in (*literal, *unparsed):
                 if expands and has_unparsed_code(text):
                     self.opaque.append("a here-document holds a substitution the parser missed")
                 if "$(" in text or "`" in text:
                     self.literal_code = True
+
+    def uncovered(self, node: Node) -> list[str]:
+        """The parts of ``node``'s text that none of its children covers."""
+        parts, at = [], node.start_byte
+        for child in node.children:
+            if child.start_byte > at:
+                parts.append(self.data[at : child.start_byte].decode("utf-8", "replace"))
+            at = max(at, child.end_byte)
+        if node.end_byte > at:
+            parts.append(self.data[at : node.end_byte].decode("utf-8", "replace"))
+        return parts
 
     # ------------------------------------------------------------------ commands
 

@@ -21,6 +21,7 @@ __all__ = [
     "Word",
     "decode_ansi_c",
     "has_unparsed_code",
+    "has_unparsed_expansion",
     "has_unparsed_syntax",
     "literal_word",
     "name_set",
@@ -202,6 +203,16 @@ _SYNTAX = re.compile(r"\$[({]|[`;&|<>()\s'\"]")
 def has_unparsed_code(text: str) -> bool:
     """An unescaped ``$(`` or backtick in text the grammar called literal (it would run)."""
     return _CODE.search(_unescaped(text)) is not None
+
+
+_EXPANSION = re.compile(r"\$[({\[]|`")
+
+
+def has_unparsed_expansion(text: str) -> bool:
+    """An unescaped substitution, ``${...}``, ``$((...))`` or ``$[...]`` in text the grammar
+    left unparsed where bash expands it: what it runs or evaluates cannot be seen (a plain
+    ``$NAME`` only puts a value in)."""
+    return _EXPANSION.search(_unescaped(text)) is not None
 
 
 def has_unparsed_syntax(text: str) -> bool:
