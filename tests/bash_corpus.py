@@ -253,6 +253,11 @@ RM_BYPASSES: list[str] = [
     "! for i in 1; do eval 'rm tgt'; done",
     "time ! bash -c 'rm tgt'",
     "coproc { rm tgt; }",
+    # GNU env's --*-signal options take their value only after `=`: the next word is the command
+    "env --ignore-signal rm tgt",
+    "env --block-signal rm tgt",
+    "env --default-signal rm tgt",
+    "env -i --ignore-signal rm tgt",
     # tree-sitter-bash leaves a here-document body unparsed (one leaf, no nodes) when its
     # first expansion has only blanks before it on its line
     "cat <<EOF\n\t$(rm tgt)\nEOF",

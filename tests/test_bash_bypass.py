@@ -125,7 +125,8 @@ def test_plain_spellings_are_denied_not_just_asked(tmp_path: Path) -> None:
     ctx = context(tmp_path, "bypassPermissions", deny=("Bash(rm:*)",))
     for command in ("'rm' tgt", "\\rm tgt", "$'\\x72m' tgt", "2>/dev/null rm tgt",
                     "bash -c 'rm tgt'", "eval 'rm tgt'", "find . -exec rm {} +",
-                    "timeout 5 rm tgt", "sudo -u root rm tgt", "echo $(( $(rm tgt) 0 ))"):  # fmt: skip
+                    "timeout 5 rm tgt", "sudo -u root rm tgt", "echo $(( $(rm tgt) 0 ))",
+                    "env --ignore-signal rm tgt", "env --block-signal=INT rm tgt"):  # fmt: skip
         assert behavior(ctx, command, tmp_path) == "deny", command
 
 

@@ -60,6 +60,10 @@ class _Grammar:
     """Options after which no command runs (``command -v``, ``ionice -p``)."""
     shell: frozenset[str] = frozenset()
     """Options whose value is shell text (``flock -c``, ``su -c``)."""
+    optional: frozenset[str] = frozenset()
+    """Long options whose value is optional, so given only after ``=`` (``env
+    --ignore-signal[=SIG]``): the next word is not theirs (``env --ignore-signal rm f`` runs
+    ``rm f``)."""
     positionals: int = 0
     """Words between the options and the command (``timeout DURATION``, ``chrt PRIORITY``)."""
     numeric_flags: bool = False
@@ -72,6 +76,7 @@ def _g(
     *,
     stops: str = "",
     shell: str = "",
+    optional: str = "",
     positionals: int = 0,
     numeric_flags: bool = False,
 ) -> _Grammar:
@@ -81,6 +86,7 @@ def _g(
         values=frozenset(values.split()),
         stops=frozenset(stops.split()),
         shell=frozenset(shell.split()),
+        optional=frozenset(optional.split()),
         positionals=positionals,
         numeric_flags=numeric_flags,
     )
@@ -126,6 +132,8 @@ def _long_option(words: Words, grammar: _Grammar, scan: _Scan) -> None:
         else:
             scan.seen[name] = words[scan.index] if scan.index < len(words) else None
             scan.index += 1
+    elif name in grammar.optional:
+        scan.seen[name] = literal_word(value) if eq else None
     elif name in grammar.flags or name in grammar.stops:
         scan.seen[name] = None
     else:
@@ -252,8 +260,9 @@ def _command_builtin(words: Words) -> Unwrapped:
 
 _ENV = _g(
     "-i --ignore-environment -0 --null -v --debug --list-signal-handling",
-    "-u --unset -C --chdir --block-signal --default-signal --ignore-signal",
+    "-u --unset -C --chdir",
     shell="-S --split-string",
+    optional="--block-signal --default-signal --ignore-signal",
     stops="--help --version",
 )
 
