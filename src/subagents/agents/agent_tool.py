@@ -21,7 +21,7 @@ from subagents.agents.assembly import assemble
 from subagents.agents.catalog import spawn_refusal, spawnable
 from subagents.agents.fork import FORK_AGENT_TYPE, FORK_IN_FORK_ERROR, fork_spec
 from subagents.agents.fresh import ChildRequest, definition_spec
-from subagents.agents.mcp_scope import attach_child_servers
+from subagents.agents.mcp_scope import attach_child_servers, brings_servers
 from subagents.agents.resume import refuse_overrides, resume_spec, settle_writes
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition
@@ -104,33 +104,14 @@ class AgentTool(Tool["AgentInput"]):
         if args.resume_from:
             return await self._resume(args, args.resume_from, services, ctx, frame, info)
         if wants_fork(args.subagent_type, runtime):
-            if args.isolation or args.cwd:
-                raise ToolError(
-                    "A fork shares its parent's working directory: isolation and cwd need a "
-                    "subagent_type"
-                )
-            _check_spawn(runtime, frame, FORK_AGENT_TYPE)
-            _check_limits(runtime, frame)
             background = self._background(args, None, runtime)
-            spec = fork_spec(
-                frame, prompt=args.prompt, description=args.description, background=background
-            )
-            spec.tool_use_id = info.tool_use_id
-            job = assemble(runtime, ctx, frame, spec)
+            job = _fork_job(runtime, ctx, frame, args, info, background)
             return await _run(services, job, info, background, name=args.name)
         definition = resolve_definition(runtime, args.subagent_type, frame)
         _check_spawn(runtime, frame, definition.name)
         _check_limits(runtime, frame)
         background = self._background(args, definition, runtime)
-        request = ChildRequest(
-            definition=definition,
-            prompt=args.prompt,
-            description=args.description,
-            model=args.model,
-            mode=args.mode,
-            background=background,
-            tool_use_id=info.tool_use_id,
-        )
+        request = _request(args, definition, background, info)
         if runtime.config.parallel_tasks_count > 1 and not background:
             # Copies share the parent's working directory (no per-copy worktrees yet).
             return await run_parallel_with_synthesis(
@@ -139,6 +120,40 @@ class AgentTool(Tool["AgentInput"]):
         await self._place(request, args, definition, runtime, ctx)
         spec = definition_spec(runtime, ctx, frame, request)
         return await _launch(services, ctx, frame, spec, info, name=args.name)
+
+    def call_at_once(self, args: AgentInput, ctx: ToolContext, info: CallInfo) -> ToolOutput | None:
+        """A background launch that awaits nothing — a fresh child with no worktree to create
+        and no MCP servers of its own to start, or a fork — made here, as ``call`` makes it:
+        the same checks in the same order, and ``async_launched``. None (before anything is
+        done) for every other call: a teammate, a resume, a foreground child."""
+        services, frame = _host(ctx)
+        runtime = services.runtime
+        self._check_environment(args, frame)
+        if args.team_name or (args.name and frame.team is not None and frame.team.is_lead):
+            return None
+        if frame.is_fork:
+            raise ToolError(FORK_IN_FORK_ERROR)
+        if args.resume_from:
+            return None
+        if wants_fork(args.subagent_type, runtime):
+            if not self._background(args, None, runtime):
+                return None
+            return services.launch(_fork_job(runtime, ctx, frame, args, info, True), name=args.name)
+        definition = resolve_definition(runtime, args.subagent_type, frame)
+        _check_spawn(runtime, frame, definition.name)
+        _check_limits(runtime, frame)
+        if not self._background(args, definition, runtime):
+            return None
+        if brings_servers(definition):
+            return None
+        if not args.cwd and (args.isolation or definition.isolation) == "worktree":
+            return None
+        request = _request(args, definition, True, info)
+        if args.cwd:
+            request.cwd = _checked_cwd(args.cwd, ctx)
+        spec = definition_spec(runtime, ctx, frame, request)
+        # ``_launch`` without its awaits: no servers to attach, none to close (``spec.mcp``).
+        return services.launch(assemble(runtime, ctx, frame, spec), name=args.name)
 
     async def _teammate(
         self, args: AgentInput, services: SessionServices, ctx: ToolContext, frame: AgentFrame
@@ -255,6 +270,40 @@ class AgentTool(Tool["AgentInput"]):
                 )
         if args.run_in_background and not self.background_available:
             raise ToolError("run_in_background is not available: background tasks are disabled")
+
+
+def _fork_job(
+    runtime: AgentRuntime,
+    ctx: ToolContext,
+    frame: AgentFrame,
+    args: AgentInput,
+    info: CallInfo,
+    background: bool,
+) -> AgentJob:
+    """A fork of ``frame``'s agent, checked and assembled."""
+    if args.isolation or args.cwd:
+        raise ToolError(
+            "A fork shares its parent's working directory: isolation and cwd need a subagent_type"
+        )
+    _check_spawn(runtime, frame, FORK_AGENT_TYPE)
+    _check_limits(runtime, frame)
+    spec = fork_spec(frame, prompt=args.prompt, description=args.description, background=background)
+    spec.tool_use_id = info.tool_use_id
+    return assemble(runtime, ctx, frame, spec)
+
+
+def _request(
+    args: AgentInput, definition: AgentDefinition, background: bool, info: CallInfo
+) -> ChildRequest:
+    return ChildRequest(
+        definition=definition,
+        prompt=args.prompt,
+        description=args.description,
+        model=args.model,
+        mode=args.mode,
+        background=background,
+        tool_use_id=info.tool_use_id,
+    )
 
 
 def _host(ctx: ToolContext) -> tuple[SessionServices, AgentFrame]:

@@ -34,6 +34,7 @@ from subagents.store.process_identity import pid_exists, start_identity
 from subagents.tools.base import Tool, ToolError
 
 if TYPE_CHECKING:
+    from subagents.agents.schema import AgentDefinition
     from subagents.mcp.connection import ServerConnection
     from subagents.mcp.sdk_bridge import SdkMessenger
     from subagents.mcp.servers import McpServers, McpSettings
@@ -154,11 +155,16 @@ def _owner_alive(path: Path) -> bool:
 # -- a child's own servers --------------------------------------------------------------------
 
 
+def brings_servers(definition: AgentDefinition) -> bool:
+    """Whether a child of ``definition`` has servers to start or to wait for."""
+    return bool(definition.mcp_servers or definition.required_mcp_servers)
+
+
 async def attach_child_servers(runtime: AgentRuntime, spec: ChildSpec) -> None:
     """Start the servers ``spec``'s definition brings and check its required ones (see the
     module docstring); ``ToolError`` refuses the spawn, with every server it started closed."""
     definition = spec.definition
-    if definition is None or not (definition.mcp_servers or definition.required_mcp_servers):
+    if definition is None or not brings_servers(definition):
         return
     from subagents.mcp.servers import REQUIRED_WAIT_S, open_scope, wait_for_required
 

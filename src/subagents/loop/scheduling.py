@@ -203,6 +203,14 @@ def lone_call(
 async def _run_group(
     group: list[PreparedCall], turn: TurnResults, ctx: ToolContext, max_concurrency: int
 ) -> None:
+    """The group's calls, each in a task of one ``TaskGroup`` (at most ``max_concurrency``
+    running), but for its leading calls answered at once (``_answer_at_once``), which need
+    none: a swarm's thousand background launches of one response create no task."""
+    answered = _answer_at_once(group, turn, ctx)
+    if answered:
+        if answered == len(group):
+            return
+        group = group[answered:]
     limit = asyncio.Semaphore(max_concurrency) if len(group) > max_concurrency else None
 
     async def run(call: PreparedCall) -> None:
@@ -215,6 +223,69 @@ async def _run_group(
     async with asyncio.TaskGroup() as group_tasks:
         for call in group:
             group_tasks.create_task(run(call), name=f"tool:{call.block['name']}:{call.block['id']}")
+
+
+def _answer_at_once(group: list[PreparedCall], turn: TurnResults, ctx: ToolContext) -> int:
+    """How many of the group's leading calls were answered here, without a task, their results
+    put in ``turn``: each an invalid call or one its tool answers at once (``call_at_once``),
+    allowed without an awaited check, in a context with no hooks and no observer. It stops at
+    the first call that needs a task, so the calls still start in their order: in a task
+    group each call's first step would run in this order too, and one answered at once never
+    suspends (it only starts before other tasks waiting in the loop instead of after them). A
+    call cancelled here (a ``CancelledError`` from ``call_at_once``) is left without a result,
+    as its cancelled task's would be (``fill_cancelled`` gives it one)."""
+    if ctx.hooks is not None or ctx.observer is not None:
+        return 0
+    results = turn.results
+    for answered, call in enumerate(group):
+        block, tool, args = call.block, call.tool, call.args
+        if call.error is not None or tool is None or args is None:
+            results[call.index] = _error(block, call.error or "invalid call")
+            continue
+        if type(tool).call_at_once is Tool.call_at_once:
+            return answered
+        name = block["name"]
+        step = "permission check"
+        try:
+            if not _allowed_at_once(tool, args, ctx):
+                return answered
+            step = "call"
+            tool_use_id = block["id"]
+            info = _new(CallInfo)
+            info.tool_use_id = tool_use_id
+            info.progress = _ignore if ctx.emit is discard else _progress_reporter(ctx, tool_use_id)
+            output = tool.call_at_once(args, ctx, info)
+            if output is None:
+                return answered
+        except asyncio.CancelledError:
+            continue
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # ``_execute``'s answers, in its order
+            output = _failed_output(name, step, exc)
+        content = output.content
+        if len(content) > tool.max_result_chars:
+            content = truncate(content, tool.max_result_chars)
+        result: ToolResultBlock = {
+            "type": "tool_result",
+            "tool_use_id": block["id"],
+            "content": content,
+        }
+        if output.is_error:
+            result["is_error"] = True
+        results[call.index] = CallResult(result, name, output)
+    return len(group)
+
+
+def _failed_output(name: str, step: str, exc: Exception) -> ToolOutput:
+    """What ``_execute`` answers for an exception its step raised."""
+    if isinstance(exc, ToolError):
+        return ToolOutput(content=str(exc), is_error=True)
+    if isinstance(exc, ValidationError):
+        return ToolOutput(content=format_validation_error(name, exc), is_error=True)
+    if isinstance(exc, ToolInputError):
+        return ToolOutput(content=str(exc), is_error=True)
+    return ToolOutput(content=_failure(name, step, exc), is_error=True)
 
 
 def execute_call(call: PreparedCall, ctx: ToolContext) -> Coroutine[Any, Any, CallResult]:

@@ -154,10 +154,15 @@ class PermissionChecker:
         call by the mode alone (``decide``'s read-only step, which telemetry does not record),
         counted as that allow is; False sends the call to ``__call__`` (a tripped breaker, a
         tool the agent does not hold, Bash, any deny or ask rule, a call that is not
-        read-only)."""
-        tracker = self.trackers.get(ctx.agent.agent_id)
-        if tracker is None or tracker.tripped:
-            return False  # the first call of an agent makes its tracker in ``__call__``
+        read-only). An agent's first call makes its tracker, as ``__call__`` would (a fresh
+        one is not tripped): a coordinator's first response — a swarm's launches — is answered
+        at once too (``scheduling._answer_at_once``)."""
+        agent_id = ctx.agent.agent_id
+        tracker = self.trackers.get(agent_id)
+        if tracker is None:
+            tracker = self.tracker(agent_id)
+        elif tracker.tripped:
+            return False
         context = self.context
         held = context.tools
         if (held is not None and tool.name not in held) or tool.name == "Bash":

@@ -344,6 +344,15 @@ class Tool(ABC, Generic[InputT]):
     async def call(self, args: InputT, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         """Do the work; raise ``ToolError`` for an expected failure."""
 
+    def call_at_once(self, args: InputT, ctx: ToolContext, info: CallInfo) -> ToolOutput | None:
+        """The call's output when the tool can give it without awaiting anything (raising as
+        ``call`` would), else None — and then nothing has been done: ``call`` runs it. The
+        leading calls of a concurrent group are asked (``scheduling._run_group``): each one
+        answered here needs no task. Code run here runs in the calling agent's task and context,
+        so it must not keep ``asyncio.current_task()`` or set a context variable. Default: None
+        (only a tool that overrides it is asked)."""
+        return None
+
     def schema(self) -> ToolSchema:
         """The schema the model sees; built once per tool class."""
         cls = type(self)
