@@ -107,6 +107,8 @@ class McpServers:
     connections: dict[str, ServerConnection] = field(default_factory=dict)
     toolset: ToolSet = field(init=False)
     _start: asyncio.Task[None] | None = None
+    _clashes: set[str] = field(default_factory=set)
+    """Tool names two servers gave (warned once each)."""
 
     def __post_init__(self) -> None:
         self.toolset = ToolSet(settings=self.settings)
@@ -139,8 +141,21 @@ class McpServers:
         chosen = list(self.connections.values() if connections is None else connections)
         live = [c for c in chosen if c.status in ("connected", "restarting")]
         tools: list[Tool[Any]] = []
+        owners: dict[str, ServerConnection] = {}
         for connection in live:
-            tools += self.toolset.tools_of(connection)
+            for tool in self.toolset.tools_of(connection):
+                # Two servers can give one name (``my.srv`` and ``my_srv`` are both ``my_srv``;
+                # ``a__b``'s ``c`` and ``a``'s ``b__c``): a provider refuses tool names that
+                # repeat, so every call would fail. The first server keeps the name.
+                owner = owners.setdefault(tool.name, connection)
+                if owner is connection:
+                    tools.append(tool)
+                elif tool.name not in self._clashes:
+                    self._clashes.add(tool.name)
+                    self.settings.warn(
+                        f"MCP server {connection.name!r}: tool {tool.name!r} left out: the "
+                        f"name is taken by server {owner.name!r}"
+                    )
         if live:
             tools += [ListMcpResourcesTool(live), ReadMcpResourceTool(live)]
         return tools
