@@ -2,6 +2,8 @@
 
 The process tests record PIDs (the shell's and a grandchild's) and check /proc afterwards: a
 background shell that outlives its kill, its owner or the session is the bug this module prevents.
+Every test runs both ways a shell is started and waited for (the ``way`` fixture): through
+``start_shell`` and a pidfd, and through asyncio's subprocesses, the fallback without pidfds.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -20,10 +23,12 @@ import pytest
 from cli_helpers import pid_alive
 from subagents import ids
 from subagents.abort import AbortSignal
+from subagents.agents import shells as shells_module
 from subagents.agents.shells import BackgroundShellManager
 from subagents.agents.tasks import TaskRegistry, TaskState
 from subagents.events import AgentRef
 from subagents.loop.inbox import Inbox, InboxItem
+from subagents.processes import Piped
 from subagents.tools.base import CallInfo, ToolContext, ToolError
 from subagents.tools.bash import BashTool
 from subagents.tools.inputs.bash import BashInput
@@ -51,6 +56,11 @@ def make_manager(tmp_path: Path, notes: Notes, **kwargs: Any) -> BackgroundShell
         lambda owner, item: notes.append((owner, item)),
         **options,
     )
+
+
+@pytest.fixture(autouse=True)
+def _both_ways(way: str) -> str:
+    return way
 
 
 @pytest.fixture
@@ -313,23 +323,84 @@ async def test_bash_tool_seam(
 
 
 async def test_task_stopped_while_spawning_never_runs(
-    manager: BackgroundShellManager, notes: Notes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    way: str,
+    manager: BackgroundShellManager,
+    notes: Notes,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A kill that lands during the spawn's await wins: the started process is killed at once."""
-    spawn = asyncio.create_subprocess_exec
     pids: list[int] = []
 
-    async def spawn_then_get_killed(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
-        proc = await spawn(*args, **kwargs)
-        pids.append(proc.pid)
+    async def kill_the_task() -> None:
         [task] = manager.registry.list()
         await manager.registry.kill(task.id)
-        return proc
 
-    monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn_then_get_killed)
+    if way == "asyncio":
+        spawn = asyncio.create_subprocess_exec
+
+        async def spawn_then_get_killed(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+            proc = await spawn(*args, **kwargs)
+            pids.append(proc.pid)
+            await kill_the_task()
+            return proc
+
+        monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn_then_get_killed)
+    else:
+        start_shell = shells_module.start_shell
+
+        async def start_then_get_killed(*args: Any, **kwargs: Any) -> Piped:
+            piped = await start_shell(*args, **kwargs)
+            pids.append(piped.pid)
+            await kill_the_task()
+            return piped
+
+        monkeypatch.setattr(shells_module, "start_shell", start_then_get_killed)
     ctx = make_ctx(tmp_path)
     with pytest.raises(ToolError, match="stopped before it started"):
         await manager.start("sleep 300", ctx, "x")
     [task] = manager.registry.list()
     assert task.status == "killed" and notes == []
     assert not pid_alive(pids[0]) and ctx.processes.groups == frozenset()
+
+
+async def test_what_a_finished_shell_left_running_is_killed_and_the_shell_reaped(
+    manager: BackgroundShellManager, notes: Notes, tmp_path: Path
+) -> None:
+    before = sorted(os.listdir("/proc/self/fd"))
+    ctx = make_ctx(tmp_path)
+    task = await start(manager, ctx, "sleep 300 > /dev/null & echo $! > child.pid; echo done")
+    await eventually(lambda: task.terminal)
+    child = await read_pid(tmp_path / "child.pid")
+    assert (task.status, task.extra["exit_code"]) == ("completed", 0)
+    await eventually(lambda: not pid_alive(child))  # the `cmd &` leftover
+    assert not Path(f"/proc/{task.extra['pid']}").exists()  # reaped: not even a zombie
+    assert ctx.processes.groups == frozenset()
+    await eventually(lambda: sorted(os.listdir("/proc/self/fd")) == before)
+
+
+@pytest.mark.parametrize("way", ["pidfd"], indirect=True)
+async def test_a_running_shell_holds_no_thread(
+    way: str, manager: BackgroundShellManager, tmp_path: Path
+) -> None:
+    """Waited for through a pidfd, not by one of asyncio's child-watcher threads (on 3.11 a
+    thread blocked in ``waitpid`` for each running child, for its whole life)."""
+    threads = threading.active_count()
+    ctx = make_ctx(tmp_path)
+    tasks = [await start(manager, ctx, "sleep 300") for _ in range(5)]
+    assert all(task.status == "running" for task in tasks)
+    assert threading.active_count() == threads
+
+
+async def test_a_kill_sends_sigterm_first(manager: BackgroundShellManager, tmp_path: Path) -> None:
+    task = await start(
+        manager,
+        make_ctx(tmp_path),
+        "trap 'echo got-term; exit 5' TERM; echo ready; sleep 300 & wait",
+    )
+    path = task.output_path
+    assert path is not None
+    await eventually(lambda: "ready" in path.read_text())
+    assert await manager.registry.kill(task.id) is True
+    assert task.status == "killed"
+    assert path.read_text() == "ready\ngot-term\n"  # its trap ran: a SIGTERM, then the grace

@@ -108,3 +108,36 @@ async def test_a_cancelled_session_leaves_no_process_of_its_command(
         pid = int(path.read_text())
         assert is_gone(pid), f"{path.name}: {pid} still exists"
         assert not os.path.exists(f"/proc/{pid}")
+
+
+async def test_a_background_command_notifies_the_session_and_leaves_nothing(
+    way: str, tmp_path: Path
+) -> None:
+    leftover = tmp_path / "leftover.pid"
+    command = f"sleep 1000 >/dev/null & echo $! > {leftover}; echo bg-out; echo bg-err >&2; exit 2"
+    turns: list[dict[str, Any]] = [
+        {
+            "tool_calls": [
+                {"name": "Bash", "input": {"command": command, "run_in_background": True}}
+            ]
+        },
+        # A second call the agent makes meanwhile: the notification rides with its result.
+        {"tool_calls": [{"name": "Bash", "input": {"command": "sleep 0.5"}}]},
+        {"text": "done"},
+    ]
+    model = ScriptedModel.from_dict({"agents": [{"agent_type": "main", "turns": turns}]})
+    session = Session(
+        SessionOptions(
+            model=model,
+            cwd=tmp_path,
+            home=tmp_path / "home",
+            permission_mode="bypassPermissions",
+        )
+    )
+    result = await session.run("go")
+    assert result.subtype == "success", result.payload
+    woke = json.dumps([r["messages"][-1] for r in model.requests])
+    assert "<task-notification>" in woke and "<status>failed</status>" in woke
+    assert "<exit-code>2</exit-code>" in woke
+    assert "bg-out\\nbg-err" in woke  # one output file, in the order written
+    assert is_gone(int(leftover.read_text()))

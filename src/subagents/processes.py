@@ -488,13 +488,15 @@ def start_piped(
     env: Mapping[str, str] | None,
     with_input: bool = True,
     merge_stderr: bool = False,
+    output: int | None = None,
 ) -> Piped:
     """Start ``argv`` in ``cwd`` with ``env`` (None: this process's), in a session (and
     process group) of its own, its three standard streams on pipes of ours — stdin on
     ``/dev/null`` instead unless ``with_input`` (``Piped.stdin`` is then -1), stderr on the
     stdout pipe if ``merge_stderr`` (one pipe, the order of the writes kept; ``Piped.stderr``
-    is then -1). OSError when it cannot start (a missing cwd or program; nothing is left
-    running then).
+    is then -1), stdout on the caller's descriptor ``output`` instead of a pipe if given
+    (``Piped.stdout`` is then -1; the caller keeps and closes its own). OSError when it cannot
+    start (a missing cwd or program; nothing is left running then).
 
     ``subprocess.Popen`` makes the process, with exactly the arguments asyncio's
     ``create_subprocess_exec`` gives it (``close_fds``: no descriptor of this process but the
@@ -516,6 +518,10 @@ def start_piped(
             if stream == 2 and merge_stderr:
                 ours.append(-1)
                 theirs.append(subprocess.STDOUT)
+                continue
+            if stream == 1 and output is not None:
+                ours.append(-1)
+                theirs.append(output)
                 continue
             read_end, write_end = os.pipe2(os.O_CLOEXEC)
             child_reads = stream == 0
@@ -546,7 +552,8 @@ def start_piped(
         raise
     finally:
         for fd in theirs:
-            if fd >= 0:  # not DEVNULL (-3) nor STDOUT (-2), which are no descriptors of ours
+            # Not DEVNULL (-3) nor STDOUT (-2), which are no descriptors, nor the caller's.
+            if fd >= 0 and fd != output:
                 os.close(fd)
     for fd in ours:
         if fd >= 0:

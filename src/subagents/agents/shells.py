@@ -4,7 +4,9 @@ The Bash tool hands a background command to ``BackgroundShellManager.start`` (th
 ``ctx.services.start_background_shell``), which registers a task, starts ``/bin/bash -c`` and
 returns at once with the task id and the output file. The child writes straight into that file
 (no pipe for us to drain, so a chatty command costs no memory and nothing blocks when nobody
-reads), and a watcher task named ``shell:<id>`` waits for it.
+reads), and a watcher task named ``shell:<id>`` waits for it: through the shell's pidfd where
+there are pidfds (``tools.bash.start_shell``; no child-watcher thread held for the shell's
+life, and its group signalled only while it is unreaped), else asyncio's subprocesses.
 
 Lifetime:
 
@@ -46,9 +48,16 @@ from subagents.agents.tasks import (
     create_output_fd,
 )
 from subagents.loop.inbox import InboxItem
-from subagents.processes import ProcessTracker, kill_group
+from subagents.processes import (
+    Piped,
+    ProcessTracker,
+    have_pidfds,
+    kill_group,
+    reap,
+    reap_later,
+)
 from subagents.tools.base import ToolContext, ToolError, ToolOutput
-from subagents.tools.bash import spawn_shell
+from subagents.tools.bash import spawn_shell, start_shell
 
 __all__ = [
     "DEFAULT_MAX_LIFETIME_S",
@@ -76,14 +85,22 @@ _KILLING_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGHUP, sig
 
 @dataclass(kw_only=True)
 class _Shell:
-    """One running background shell and what its watcher needs."""
+    """One running background shell and what its watcher needs: its process either through a
+    pidfd (``piped``: no child-watcher thread for the shell's whole life, and its group is
+    signalled only while the shell is unreaped, so never a stranger's) or, where there are no
+    pidfds, asyncio's (``proc``)."""
 
     task: TaskState
     command: str
-    proc: asyncio.subprocess.Process
-    exited: asyncio.Task[int]
+    pid: int
+    exited: asyncio.Future[object]
+    """Done when the shell has exited (the pidfd way: not reaped yet, ``reap`` does that)."""
     tracker: ProcessTracker
     deadline: float | None
+    proc: asyncio.subprocess.Process | None = None
+    piped: Piped | None = None
+    status: int | None = None
+    """The pidfd way: the reaped shell's exit code, or minus its signal."""
     kill_reason: str | None = None
     watcher: asyncio.Task[None] | None = None
     last_size: int = 0
@@ -92,7 +109,48 @@ class _Shell:
 
     @property
     def pgid(self) -> int:
-        return self.proc.pid  # start_new_session: the shell leads a group with its own PID
+        return self.pid  # start_new_session: the shell leads a group with its own PID
+
+    @property
+    def returncode(self) -> int | None:
+        """None while it runs (or when it could not be reaped)."""
+        return self.proc.returncode if self.proc is not None else self.status
+
+    def signal_group(self, sig: int) -> None:
+        """Signal the shell's group: through the pidfd while the shell is unreaped (nothing
+        once it is: ``reap`` killed the group first); asyncio's way, by its id."""
+        if self.piped is None:
+            kill_group(self.pgid, sig)
+        elif self.piped.pidfd >= 0:
+            self.piped.kill_group(sig)
+
+    def reap(self) -> None:
+        """The pidfd way: reap the exited shell and close its pidfd; one that has not exited
+        (stuck past its SIGKILL) goes to ``reap_later``'s thread. Nothing for asyncio's way."""
+        piped = self.piped
+        if piped is None or piped.pidfd < 0:
+            return
+        asyncio.get_running_loop().remove_reader(piped.pidfd)  # before it is closed
+        if self.exited.done():
+            with contextlib.suppress(ChildProcessError):  # reaped by code that waits for any
+                self.status = reap(piped.pidfd)
+        else:
+            reap_later(piped)
+        piped.close()
+
+
+def _exit_of(piped: Piped) -> asyncio.Future[object]:
+    """Done when the process behind ``piped`` has exited (its pidfd is readable)."""
+    loop = asyncio.get_running_loop()
+    exited: asyncio.Future[object] = loop.create_future()
+
+    def gone() -> None:
+        loop.remove_reader(piped.pidfd)
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(piped.pidfd, gone)
+    return exited
 
 
 class BackgroundShellManager:
@@ -135,24 +193,34 @@ class BackgroundShellManager:
             session_id=ctx.services.session_id if ctx.services is not None else "",
         )
         task.extra["command"] = command
-        proc = await self._spawn_for(task, command, ctx)
-        ctx.processes.add(proc.pid)
-        if not self.registry.start(task.id):
-            # Stopped (TaskStop, shutdown) while the process was being spawned.
-            kill_group(proc.pid, signal.SIGKILL)
-            await proc.wait()
-            ctx.processes.discard(proc.pid)
-            raise ToolError(f"Background task {task.id} was stopped before it started")
-        task.extra.update(pid=proc.pid, pgid=proc.pid)
+        child = await self._spawn_for(task, command, ctx)
+        if isinstance(child, Piped):
+            exited = _exit_of(child)
+            proc, piped = None, child
+        else:
+            exited = asyncio.create_task(child.wait(), name=f"shell-exit:{task.id}")
+            proc, piped = child, None
         shell = _Shell(
             task=task,
             command=command,
+            pid=child.pid,
+            exited=exited,
             proc=proc,
-            exited=asyncio.create_task(proc.wait(), name=f"shell-exit:{task.id}"),
+            piped=piped,
             tracker=ctx.processes,
             deadline=self._deadline_for(ctx),
             last_growth=time.monotonic(),
         )
+        ctx.processes.add(shell.pgid)
+        if not self.registry.start(task.id):
+            # Stopped (TaskStop, shutdown) while the process was being spawned.
+            shell.signal_group(signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(exited), self.kill_grace_s)
+            shell.reap()
+            ctx.processes.discard(shell.pgid)
+            raise ToolError(f"Background task {task.id} was stopped before it started")
+        task.extra.update(pid=shell.pid, pgid=shell.pgid)
         self._shells[task.id] = shell
         shell.watcher = asyncio.create_task(self._watch(shell), name=f"shell:{task.id}")
         return ToolOutput(
@@ -166,8 +234,9 @@ class BackgroundShellManager:
 
     async def _spawn_for(
         self, task: TaskState, command: str, ctx: ToolContext
-    ) -> asyncio.subprocess.Process:
-        """Create the output file and the process; a failure ends the task ``failed``."""
+    ) -> asyncio.subprocess.Process | Piped:
+        """Create the output file and the process (through a pidfd where there are pidfds);
+        a failure ends the task ``failed``."""
         try:
             path, fd = create_output_fd(self.tasks_dir, task.id, append=True)
         except TaskOutputError as exc:
@@ -175,6 +244,8 @@ class BackgroundShellManager:
             raise ToolError(str(exc)) from exc
         task.output_path = path
         try:
+            if have_pidfds():
+                return await start_shell(command, ctx, fd)
             return await spawn_shell(command, ctx, fd)
         except ToolError as exc:
             self._fail_to_start(task, str(exc))
@@ -203,7 +274,7 @@ class BackgroundShellManager:
         try:
             await self._supervise(shell)
         except asyncio.CancelledError:
-            kill_group(shell.pgid, signal.SIGKILL)
+            shell.signal_group(signal.SIGKILL)
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(shell.exited), self.kill_grace_s)
             shell.kill_reason = shell.kill_reason or "shell watcher cancelled"
@@ -254,12 +325,13 @@ class BackgroundShellManager:
 
     def _settle(self, shell: _Shell) -> None:
         """The shell has exited: clear its group, record the outcome, notify the owner once."""
-        kill_group(shell.pgid, signal.SIGKILL)  # leftovers of `cmd &`; ESRCH when none
-        if shell.proc.returncode is not None:
+        shell.signal_group(signal.SIGKILL)  # leftovers of `cmd &`; ESRCH when none
+        shell.reap()  # after that kill: until the reap the group's id is still the shell's
+        if shell.returncode is not None:
             shell.tracker.discard(shell.pgid)
         task = shell.task
         status, message = _outcome(shell)
-        task.extra["exit_code"] = _exit_code(shell.proc.returncode)
+        task.extra["exit_code"] = _exit_code(shell.returncode)
         if status == "completed":
             self.registry.finish(task.id, status, result=message)
         else:
@@ -295,14 +367,14 @@ class BackgroundShellManager:
     async def _stop_group(self, shell: _Shell, reason: str) -> None:
         """SIGTERM the group, give it ``kill_grace_s``, then SIGKILL; returns once reaped."""
         shell.kill_reason = shell.kill_reason or reason
-        kill_group(shell.pgid, signal.SIGTERM)
+        shell.signal_group(signal.SIGTERM)
         try:
             await asyncio.wait_for(asyncio.shield(shell.exited), self.kill_grace_s)
         except TimeoutError:
-            kill_group(shell.pgid, signal.SIGKILL)
+            shell.signal_group(signal.SIGKILL)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(shell.exited), self.kill_grace_s)
-        kill_group(shell.pgid, signal.SIGKILL)  # members that outlived the shell
+        shell.signal_group(signal.SIGKILL)  # members that outlived the shell
 
     async def shutdown(self) -> None:
         """Kill every running shell (concurrently) and wait for the watchers to finish."""
@@ -354,7 +426,7 @@ def read_output_tail(path: Path, max_chars: int) -> tuple[str, bool]:
 
 
 def _outcome(shell: _Shell) -> tuple[TaskStatus, str]:
-    code = shell.proc.returncode
+    code = shell.returncode
     if shell.kill_reason is not None and (code is None or code != 0):
         return "killed", shell.kill_reason
     if code == 0:

@@ -15,7 +15,8 @@ pipe) and waited for through its pidfd; the pipe is read by a reader callback on
 child-watcher thread, transport or pump task: about half of a call's CPU in this process
 (docs/performance.md, session 14). The group is signalled only while the shell is unreaped
 (``Piped.kill_group``), so a PID freed and taken by a stranger is never signalled. Elsewhere
-asyncio's subprocesses, as background shells still use them (``spawn_shell``).
+asyncio's subprocesses (``spawn_shell``). Background shells start theirs the same two ways
+(``start_shell`` with their output file, ``agents/shells.py``).
 
 Output is read from a pipe of our own rather than an asyncio subprocess pipe: asyncio's
 ``Process.wait()`` also waits for its pipes to close, which a grandchild holding stdout would
@@ -171,19 +172,7 @@ async def _run_piped(
     command: str, ctx: ToolContext, *, timeout_ms: int, progress: ProgressFn | None
 ) -> CommandRun:
     """The shell through ``start_piped`` and its pidfd (see the module docstring)."""
-    argv = ("/bin/bash", "-c", command)
-    # No overlay: the shell inherits this process's environment as it is (``os.environ``'s
-    # changes are made with putenv, so it holds them) without the copy: 38 variables decoded,
-    # merged and encoded again were ~660 of a call's ~1,030 Python calls (session 14).
-    env = {**os.environ, **ctx.env} if ctx.env else None
-
-    async def start() -> Piped:
-        return start_piped(argv, cwd=ctx.cwd, env=env, with_input=False, merge_stderr=True)
-
-    try:
-        proc = await retry_on_emfile(start)
-    except OSError as exc:
-        raise ToolError(f"Cannot start /bin/bash in working directory {ctx.cwd}: {exc}") from exc
+    proc = await start_shell(command, ctx)
     output = CommandOutput()
     reader = _OutputReader(output, command, progress)
     reaped = False
@@ -353,6 +342,28 @@ async def _run_command(
         if proc.returncode is not None:
             ctx.processes.discard(pgid)
     return CommandRun(output=output, exit_code=_exit_code(proc.returncode), timed_out=timed_out)
+
+
+async def start_shell(command: str, ctx: ToolContext, out_fd: int | None = None) -> Piped:
+    """``/bin/bash -c command`` as ``spawn_shell`` starts it, through ``start_piped`` (where
+    pidfds exist): stdin closed, stdout and stderr on one pipe of ours — or on ``out_fd``, the
+    caller's (a background shell's output file) — leading its own session and group. The
+    spawn is retried on ``EMFILE``; ToolError when it cannot start."""
+    argv = ("/bin/bash", "-c", command)
+    # No overlay: the shell inherits this process's environment as it is (``os.environ``'s
+    # changes are made with putenv, so it holds them) without the copy: 38 variables decoded,
+    # merged and encoded again were ~660 of a call's ~1,030 Python calls (session 14).
+    env = {**os.environ, **ctx.env} if ctx.env else None
+
+    async def start() -> Piped:
+        return start_piped(
+            argv, cwd=ctx.cwd, env=env, with_input=False, merge_stderr=True, output=out_fd
+        )
+
+    try:
+        return await retry_on_emfile(start)
+    except OSError as exc:
+        raise ToolError(f"Cannot start /bin/bash in working directory {ctx.cwd}: {exc}") from exc
 
 
 async def spawn_shell(command: str, ctx: ToolContext, out_fd: int) -> asyncio.subprocess.Process:
