@@ -26,6 +26,7 @@ from subagents.hooks.engine import HookEngine
 from subagents.loop.compaction import CompactionPolicy, policy_for
 from subagents.loop.query import MAX_OUTPUT_TOKENS
 from subagents.models.base import Model, ToolSchema
+from subagents.models.pricing import SessionPrices
 from subagents.models.resolve import resolve_alias
 from subagents.models.retry import ModelCaller, ObservedModelCaller, RetryPolicy
 from subagents.observe import RunObserver
@@ -72,6 +73,8 @@ class AgentRuntime:
     on_child_done: list[Callable[[AgentRun], None]] = field(default_factory=list)
     observer: RunObserver | None = None
     """Told about every model call (telemetry; None: off, and callers are plain)."""
+    prices: SessionPrices = field(default_factory=SessionPrices)
+    """Each model name's price, once for the session (its callers' ``prices``)."""
     _agents_dir: tuple[ProjectState | None, str] = field(
         default=(None, ""), init=False, repr=False, compare=False
     )
@@ -107,9 +110,15 @@ class AgentRuntime:
     def caller(self, model: Model) -> ModelCaller:
         if self.observer is not None:
             return ObservedModelCaller(
-                model=model, policy=self.retry, fallback=self.fallback, observer=self.observer
+                model=model,
+                policy=self.retry,
+                fallback=self.fallback,
+                prices=self.prices,
+                observer=self.observer,
             )
-        return ModelCaller(model=model, policy=self.retry, fallback=self.fallback)
+        return ModelCaller(
+            model=model, policy=self.retry, fallback=self.fallback, prices=self.prices
+        )
 
     def compaction_policy(self, model: Model) -> CompactionPolicy:
         """When an agent on ``model`` compacts (``RuntimeConfig`` knobs, the window table);

@@ -59,7 +59,7 @@ from subagents.messages import (
     user_message,
 )
 from subagents.models.base import MessageDone, ModelError, ModelRequest, RequestMetadata
-from subagents.models.pricing import FREE, price_for
+from subagents.models.pricing import FREE
 from subagents.models.retry import ModelCaller
 from subagents.tools.base import Tool, ToolContext
 
@@ -555,7 +555,7 @@ class _Loop:
         """Add a call's cost to ``stats.cost_usd``; the price is looked up once per model name
         (a fallback switch changes it), and a free model costs one comparison."""
         if model != self._priced_model:
-            self._priced_model, self._price = model, price_for(model)
+            self._priced_model, self._price = model, self.spec.caller.prices(model)
         if self._price is not FREE:
             self.stats.cost_usd += self._price.cost(usage)
 

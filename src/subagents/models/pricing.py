@@ -7,7 +7,9 @@ Cache writes cost 1.25x input and cache reads 0.1x input unless a price says oth
 Anthropic bills them. Models we do not know (a local server, the embedded model, a script) cost
 nothing unless ``SUBAGENTS_PRICES`` names them, e.g.
 ``{"scripted": {"input": 3, "output": 15}}`` — which is how tests give a script a price.
-Other budgets (per-child cost limits) read the same table through ``price_for``.
+Other budgets (per-child cost limits) read the same table through ``price_for``. A session's
+agents are charged through its ``SessionPrices``: each model name priced once, at its first call
+in the session.
 """
 
 from __future__ import annotations
@@ -65,6 +67,23 @@ def price_for(model_name: str, env: Mapping[str, str] | None = None) -> Price:
         if key.lower() in name:
             return price
     return FREE
+
+
+class SessionPrices:
+    """A session's prices: each model name priced once, at its first call in the session
+    (``price_for``: ``SUBAGENTS_PRICES`` and ``PRICES`` as they are then), not once per agent
+    (every child of a swarm read the variable and walked the table for the same name)."""
+
+    __slots__ = ("_known",)
+
+    def __init__(self) -> None:
+        self._known: dict[str, Price] = {}
+
+    def __call__(self, model_name: str) -> Price:
+        price = self._known.get(model_name)
+        if price is None:
+            price = self._known[model_name] = price_for(model_name)
+        return price
 
 
 def cost_usd(model_name: str, usage: Usage, env: Mapping[str, str] | None = None) -> float:

@@ -26,6 +26,7 @@ from subagents.models.base import (
     drain,
     responder,
 )
+from subagents.models.pricing import Price, price_for
 from subagents.observe import RunObserver
 
 Notice = Callable[[str, dict[str, Any]], None]
@@ -68,6 +69,9 @@ class ModelCaller:
     policy: RetryPolicy
     fallback: Model | None = None
     on_notice: Notice | None = None
+    prices: Callable[[str], Price] = price_for
+    """A model name's price (what the loop charges a call): a session's callers share one
+    ``SessionPrices``; by default each look-up reads the tables."""
     on_text: Callable[[str], None] | None = None
     """Told each piece of answer text as it streams (an interactive session watching the
     main agent); None calls the model without streaming (``complete``). A retried call
