@@ -253,6 +253,13 @@ RM_BYPASSES: list[str] = [
     "! for i in 1; do eval 'rm tgt'; done",
     "time ! bash -c 'rm tgt'",
     "coproc { rm tgt; }",
+    # a variable or a git setting that a program runs as a command
+    "git init -q . && GIT_SSH_COMMAND='rm tgt' git fetch ssh://x/y",
+    "git init -q . && env GIT_SSH_COMMAND='rm tgt' git fetch ssh://x/y",
+    "export GIT_SSH_COMMAND='rm tgt'; git init -q . && git fetch ssh://x/y",
+    "git init -q . && GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0='!rm tgt' git x",
+    "git init -q . && git config alias.x '!rm tgt' && git x",
+    "git init -q . && git -C . config alias.x '!rm tgt' && git x",
     # GNU env's --*-signal options take their value only after `=`: the next word is the command
     "env --ignore-signal rm tgt",
     "env --block-signal rm tgt",

@@ -416,3 +416,20 @@ def test_a_redirection_from_bash_s_network_paths_is_not_read_only(tmp_path: Path
         assert behavior(context(tmp_path, "default"), spelling, tmp_path) != "allow", spelling
     for spelling in ("cat < tgt", "wc -l < tgt", "cat <<< x", "cat <&3"):
         assert BASH.is_read_only(BashInput(command=spelling)), spelling
+
+
+def test_a_command_stored_for_a_program_to_run_is_asked(tmp_path: Path) -> None:
+    """``Bash(git:*)`` allowed, ``Bash(rm:*)`` denied: a git alias, ssh command or pager set to
+    an ``rm`` (in the same command) is asked, naming where it is stored; a value that names no
+    denied program, and a commit message, stay allowed."""
+    ctx = context(tmp_path, "default", deny=("Bash(rm:*)",), allow=("Bash(git:*)",))
+    for command, where in [
+        ("git config alias.x '!rm tgt' && git x", "git config alias.x"),
+        ("GIT_SSH_COMMAND='rm tgt' git fetch ssh://x/y", "GIT_SSH_COMMAND"),
+        ("export PAGER='rm tgt'; git -p log", "PAGER"),
+    ]:
+        decision = decide(ctx, BASH, BashInput(command=command), tool_ctx(tmp_path))
+        assert decision.behavior == "ask", command
+        assert f"{where} is set to text that names what rule 'Bash(rm:*)'" in decision.message
+    for command in ("git config user.name 'A Person'", "git commit -m 'rm the old file'"):
+        assert behavior(ctx, command, tmp_path) == "allow", command

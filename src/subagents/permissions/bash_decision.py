@@ -79,9 +79,16 @@ def _unseen(context: PermissionContext, analysis: Analysis) -> Decision | None:
     runner = unknown_runner(rules, analysis)
     if runner is not None:
         part = bash_subject(runner.part)
-        message = (
-            f"{part} needs approval: it is not a program this checker knows, and an argument "
-            f"names what rule '{runner.rule}'{runner.rule.origin()} covers; it may run it."
-        )
+        named = f"rule '{runner.rule}'{runner.rule.origin()}"
+        if runner.stored is not None:
+            message = (
+                f"{part} needs approval: {runner.stored} is set to text that names what {named} "
+                "covers, and a program may run it as a command."
+            )
+        else:
+            message = (
+                f"{part} needs approval: it is not a program this checker knows, and an "
+                f"argument names what {named} covers; it may run it."
+            )
         return Decision(behavior="ask", message=message, rule=runner.rule, subject=part)
     return None

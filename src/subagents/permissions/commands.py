@@ -46,6 +46,9 @@ class RuleHit:
     rule: PermissionRule
     part: str
     certain: bool = True
+    stored: str | None = None
+    """For ``unknown_runner``: the variable or setting that holds the rule's program as text,
+    or None when an unknown program was given it as an argument."""
 
 
 def bash_rules(rules: Sequence[PermissionRule]) -> list[PermissionRule]:
@@ -99,6 +102,13 @@ def unknown_runner(rules: Sequence[PermissionRule], analysis: Analysis) -> RuleH
     )
     for invocation in analysis.invocations:
         form = invocation.last
+        part = invocation.command.source or form.text
+        for name, value in _stored_values(invocation):
+            match = pattern.search(value)
+            if (
+                match is not None
+            ):  # `GIT_SSH_COMMAND='rm f' git fetch`, `git config alias.x '!rm f'`
+                return RuleHit(names[match.group(1)], part, certain=False, stored=name)
         program = form.program
         if program is None or program in names or _known(program):
             continue
@@ -106,8 +116,35 @@ def unknown_runner(rules: Sequence[PermissionRule], analysis: Analysis) -> RuleH
             match = pattern.search(word.text) if word.literal else None
             if match is not None:
                 rule = names[match.group(1)]
-                return RuleHit(rule, invocation.command.source or form.text, certain=False)
+                return RuleHit(rule, part, certain=False)
     return None
+
+
+_DECLARING = frozenset({"export", "declare", "typeset", "local", "readonly"})
+
+
+def _stored_values(invocation: Invocation) -> Iterator[tuple[str, str]]:
+    """Text a program may later run as a command: the values of the variables the invocation
+    sets (``PAGER=``, ``GIT_SSH_COMMAND=``, ``GIT_CONFIG_VALUE_0=``, ``EDITOR=``, through
+    ``env`` or ``export`` too) and what ``git config`` stores (``alias.x '!cmd'``,
+    ``core.pager``). Which variables and settings run code is open-ended; any of them that
+    names a denied program is asked."""
+    for assignment in (*invocation.command.assignments, *invocation.assignments):
+        value = assignment.value
+        if value is not None and value.literal:
+            yield assignment.name, value.text
+    words = invocation.last.words
+    program = invocation.last.program
+    if program in _DECLARING:
+        for word in words[1:]:
+            variable, eq, text = word.text.partition("=")
+            if eq and word.literal:
+                yield variable, text
+    elif program == "git" and len(words) > 1 and words[1].text == "config":
+        setting = next((w.text for w in words[2:] if not w.text.startswith("-")), "config")
+        for word in words[2:]:
+            if word.literal:
+                yield f"git config {setting}", word.text
 
 
 def _known(program: str) -> bool:
