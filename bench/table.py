@@ -7,7 +7,11 @@ of the issue that set it. The floors: bare asyncio (the same awaits with no runt
 client doing the same requests, the bare interpreter, the same CLI run with no tool work, a bare
 loop reading the same files, and the *files floor* of every row that writes durable state
 (``bench.files_floor``: the transcript, records, markers and syncs SPEC §9 makes its children
-write, done by a bare loop in the same state folder after each measured run).
+write, done by a bare loop in the same state folder after each measured run), and beside the
+library and swarm rows the *Python floor* (``python_floor.floor_once``: SPEC's work per model
+call and per child — reply, usage, history, transcript lines, tool look-up, pydantic validation,
+records, markers, notifications — in straight-line Python, one session after each run): about
+how far under the runtime one written in CPython could go.
 
 State goes to ``SUBAGENTS_BENCH_DIR`` (default ``bench/.work``, an ordinary disk); the README
 figures use ``/dev/shm/sb`` for the tmpfs rows, and the library row, the CLI rows and a second
