@@ -214,11 +214,9 @@ class _Loop:
         self.spec = spec
         self.ctx = spec.ctx
         self.stats = spec.stats if spec.stats is not None else LoopStats()
-        self.tool_map = tool_lookup(spec.tools)
-        self._durable_names = frozenset(
-            name for name, tool in self.tool_map.items() if tool.durable_call_identity
-        )
-        """Names (aliases too) of tools whose calls must be in the transcript before they run."""
+        self.tool_map, self._durable_names = _tool_tables(spec.tools)
+        """The tools by name and alias, and the names (aliases too) of tools whose calls must
+        be in the transcript before they run: both shared by the loops of one tool list."""
         self.schemas = spec.tool_schemas or [t.schema() for t in spec.tools]
         self.started = time.monotonic()
         self.turn: TurnResults | None = None
@@ -595,6 +593,32 @@ class _Loop:
             error=error,
             duration_ms=self._elapsed_ms(),
         )
+
+
+_TABLES_KEPT = 64
+_ToolTables = tuple[Mapping[str, Tool[Any]], frozenset[str]]
+_tables: dict[
+    int, tuple[Sequence[Tool[Any]], tuple[int, ...], tuple[Tool[Any], ...], _ToolTables]
+] = {}
+"""Per tool list (by id, the list held so its id is not reused): its items' ids and its items
+when the tables were made, and the tables."""
+
+
+def _tool_tables(tools: Sequence[Tool[Any]]) -> _ToolTables:
+    """``tool_lookup(tools)`` and its durable names, made once per tool list: the children of
+    one definition share their list (``AgentRuntime.child_toolset``), and a thousand loops
+    made the same two tables. Checked by the identity of every element, so a list changed in
+    place gets tables of its own again; the tables are only read (never changed in place)."""
+    ids = tuple(map(id, tools))  # (identity, whatever a program's tool says ``==`` is)
+    found = _tables.get(id(tools))
+    if found is not None and found[0] is tools and found[1] == ids:
+        return found[3]
+    lookup = tool_lookup(tools)
+    made = lookup, frozenset(name for name, tool in lookup.items() if tool.durable_call_identity)
+    if len(_tables) >= _TABLES_KEPT:
+        _tables.clear()  # agents come and go: start again
+    _tables[id(tools)] = (tools, ids, tuple(tools), made)  # the items held: ids not reused
+    return made
 
 
 def tool_lookup(tools: Sequence[Tool[Any]]) -> Mapping[str, Tool[Any]]:
