@@ -253,6 +253,16 @@ RM_BYPASSES: list[str] = [
     "! for i in 1; do eval 'rm tgt'; done",
     "time ! bash -c 'rm tgt'",
     "coproc { rm tgt; }",
+    # an interactive or login shell runs its startup files first
+    "bash --rcfile script.sh -i -c true",
+    "bash --init-file script.sh -i -c true",
+    "cp script.sh .bashrc; HOME=. bash -i -c true",
+    "cp script.sh .bashrc; HOME=. bash -ic true",
+    "cp script.sh .profile; HOME=. bash -l -c true",
+    "cp script.sh .bash_profile; HOME=. bash --login -c true",
+    "cp script.sh .profile; HOME=. sh -l -c true",
+    "cp script.sh .bashrc; HOME=. bash -c 'bash -i -c true'",
+    "cp script.sh .bash_logout; HOME=. bash -l -c 'exit'",
     # a variable or a git setting that a program runs as a command
     "git init -q . && GIT_SSH_COMMAND='rm tgt' git fetch ssh://x/y",
     "git init -q . && env GIT_SSH_COMMAND='rm tgt' git fetch ssh://x/y",

@@ -349,7 +349,7 @@ _SHELL_VALUES = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 def _shell(words: Words) -> Unwrapped:
     """``bash [options] -c TEXT`` runs TEXT; anything else reads a script or stdin."""
     name = words[0].text
-    index, runs_text = 1, False
+    index, runs_text, startup = 1, False, None
     while index < len(words):
         word = words[index]
         text = word.text
@@ -358,6 +358,11 @@ def _shell(words: Words) -> Unwrapped:
         if text in ("--", "-"):
             index += 1
             break
+        option = text.partition("=")[0]
+        if option in ("--rcfile", "--init-file", "--login"):
+            startup = startup or option
+        elif text[:1] == "-" and not text.startswith("--") and ("i" in text or "l" in text):
+            startup = startup or text
         if text in _SHELL_VALUES:
             index += 2
         elif text.startswith("--"):
@@ -367,6 +372,12 @@ def _shell(words: Words) -> Unwrapped:
             index += 1
         else:
             break
+    if startup is not None:
+        # An interactive or login shell first runs its startup files (~/.bashrc, --rcfile
+        # FILE, ~/.profile; under whatever HOME the command sets), unseen.
+        return Unwrapped(
+            opaque=f"`{name} {startup}` first runs startup files, which this checker cannot see"
+        )
     rest = words[index:]
     if not runs_text:
         what = f"the script `{short(rest[0].source)}`" if rest else "standard input"
