@@ -263,6 +263,9 @@ RM_BYPASSES: list[str] = [
     "cp script.sh .profile; HOME=. sh -l -c true",
     "cp script.sh .bashrc; HOME=. bash -c 'bash -i -c true'",
     "cp script.sh .bash_logout; HOME=. bash -l -c 'exit'",
+    "cp script.sh .profile; HOME=. exec -l bash -c true",
+    "cp script.sh .profile; HOME=. exec -a -bash bash -c true",
+    "cp script.sh .profile; export HOME=.; command exec -l sh -c true",
     # a variable or a git setting that a program runs as a command
     "git init -q . && GIT_SSH_COMMAND='rm tgt' git fetch ssh://x/y",
     "git init -q . && env GIT_SSH_COMMAND='rm tgt' git fetch ssh://x/y",

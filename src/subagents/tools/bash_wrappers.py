@@ -215,7 +215,6 @@ _GRAMMARS: dict[str, _Grammar] = {
         positionals=1,
     ),
     "time": _g("-p -a --append -v --verbose -q --quiet", "-f --format -o --output"),
-    "exec": _g("-c -l", "-a"),
     "builtin": _g(),
     "coproc": _g(),
     "doas": _g("-n", "-u -C", stops="-s -L"),
@@ -248,6 +247,26 @@ def _flock(words: Words) -> Unwrapped:
     if scripts:
         return Unwrapped(scripts=scripts, opaque=problem)
     return Unwrapped(inner=words[after.index :] or None, opaque=problem)
+
+
+_EXEC = _g("-c -l", "-a")
+
+
+def _exec(words: Words) -> Unwrapped:
+    """``exec [-cl] [-a NAME] command``: ``-l``, or a NAME starting with ``-``, makes a shell
+    it runs a login shell, which first runs its startup files (``~/.profile`` under whatever
+    HOME the command sets): unseen."""
+    unwrapped = _generic(_EXEC)(words)
+    seen = _scan(words, _EXEC).seen
+    name = seen.get("-a")
+    login = "-l" in seen or (name is not None and name.text.startswith("-"))
+    inner = unwrapped.inner
+    if login and inner and inner[0].text.rsplit("/", 1)[-1] in SHELLS:
+        return Unwrapped(
+            opaque=f"`exec` starts `{inner[0].text}` as a login shell, which first runs "
+            "startup files this checker cannot see"
+        )
+    return unwrapped
 
 
 def _command_builtin(words: Words) -> Unwrapped:
@@ -606,6 +625,7 @@ SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "fish", "
 _SPECIAL: dict[str, Callable[[Words], Unwrapped]] = {
     **dict.fromkeys(SHELLS, _shell),
     "command": _command_builtin,
+    "exec": _exec,
     "flock": _flock,
     "env": _env,
     "sudo": _sudo,
