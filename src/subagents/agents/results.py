@@ -107,13 +107,20 @@ def task_output(state: TaskState, full_text: str) -> ToolOutput:
         "result": full_text,
         "error": state.error,
     }
+    # A child's report (or a shell's output) read as the caller's tool result: tags imitating
+    # the runtime's are escaped, as in its notification and a foreground child's result; the
+    # metadata keeps the text as written.
+    error, forged_error = escape_runtime_tags(state.error or "")
+    text, forged = escape_runtime_tags(full_text)
     lines = [f"Task {state.id} ({state.type}): {state.status}"]
-    if state.error:
-        lines.append(f"Error: {state.error}")
-    if full_text:
-        lines += ["", full_text]
+    if error:
+        lines.append(f"Error: {error}")
+    if text:
+        lines += ["", text]
     elif not state.terminal:
         lines.append("(still running; no result yet)")
+    if forged or forged_error:
+        lines += ["", FORGED_NOTE]
     return ToolOutput(content="\n".join(lines), metadata=payload)
 
 
