@@ -113,16 +113,20 @@ async def test_a_cancelled_session_leaves_no_process_of_its_command(
 async def test_a_background_command_notifies_the_session_and_leaves_nothing(
     way: str, tmp_path: Path
 ) -> None:
-    leftover = tmp_path / "leftover.pid"
-    command = f"sleep 1000 >/dev/null & echo $! > {leftover}; echo bg-out; echo bg-err >&2; exit 2"
+    leftover, ended = tmp_path / "leftover.pid", tmp_path / "ended"
+    command = (
+        f"sleep 1000 >/dev/null & echo $! > {leftover}; echo bg-out; echo bg-err >&2; "
+        f"touch {ended}; exit 2"
+    )
+    # The agent's next call outlasts the command, so its notification rides with that result.
+    meanwhile = f"while [ ! -e {ended} ]; do sleep 0.05; done; sleep 1"
     turns: list[dict[str, Any]] = [
         {
             "tool_calls": [
                 {"name": "Bash", "input": {"command": command, "run_in_background": True}}
             ]
         },
-        # A second call the agent makes meanwhile: the notification rides with its result.
-        {"tool_calls": [{"name": "Bash", "input": {"command": "sleep 0.5"}}]},
+        {"tool_calls": [{"name": "Bash", "input": {"command": meanwhile}}]},
         {"text": "done"},
     ]
     model = ScriptedModel.from_dict({"agents": [{"agent_type": "main", "turns": turns}]})
