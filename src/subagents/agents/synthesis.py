@@ -159,8 +159,7 @@ def merged_output(
         f"type: {synthesis.agent_type} · tool uses: {totals['totalToolUseCount']} · "
         f"tokens: {totals['totalTokens']} · duration: {totals['totalDurationMs']} ms]"
     )
-    if synthesis.status == "completed":
-        content = f"{synthesis.result_text}\n\n{trailer}"
-    else:
-        content = base.content.rsplit("\n\n", 1)[0] + f"\n\n{trailer}"
+    # The synthesis child's result as ``completed_output`` made it (its report escaped, with
+    # the note when anything was: it is a child's text), its trailer replaced by this one.
+    content = base.content.rsplit("\n\n", 1)[0] + f"\n\n{trailer}"
     return ToolOutput(content=content, is_error=base.is_error, metadata=metadata)
