@@ -26,6 +26,7 @@ from subagents.agents.assembly import assemble
 from subagents.agents.fresh import ChildRequest, definition_spec
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.services import SessionServices
+from subagents.runtime_tags import escape_runtime_tags
 from subagents.tools.base import CallInfo, ToolContext, ToolOutput
 
 MAX_PARALLEL = 10
@@ -47,9 +48,11 @@ Write the one answer to the original task, using everything above:
 
 
 def synthesis_prompt(task: str, reports: list[str]) -> str:
-    """The synthesis agent's task: the original task, then each report as ``== AGENT i ==``."""
+    """The synthesis agent's task: the original task, then each report as ``== AGENT i ==``,
+    its imitated runtime tags escaped (a copy's text must not read as the runtime's)."""
     sections = "\n\n".join(
-        f"== AGENT {index} RESPONSE ==\n{report}" for index, report in enumerate(reports, start=1)
+        f"== AGENT {index} RESPONSE ==\n{escape_runtime_tags(report)[0]}"
+        for index, report in enumerate(reports, start=1)
     )
     return f"Original task:\n{task}\n\n" + _SYNTHESIS_INSTRUCTIONS.format(reports=sections)
 
