@@ -38,6 +38,8 @@ RUNTIME_TAG_NAMES = (
     "system-reminder",
     "command-output",
     "teammate-message",
+    "git_status",
+    "project_instructions",
 )
 
 # Spellings that read as the ASCII characters of a tag: the full-width forms (NFKC maps each to

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from subagents.processes import read_output
+from subagents.runtime_tags import escape_runtime_tags
 
 log = logging.getLogger(__name__)
 
@@ -249,6 +250,9 @@ async def _git_snapshot(cwd: Path) -> str | None:
         "This is the git status at the start of the session; it will not update.\n"
         f"Current branch: {branch}\n\nStatus:\n{status}\n\nRecent commits:\n{log}"
     )
+    # Commit subjects, branch and file names are what a cloned repository chose: none may
+    # close the block or open a runtime tag in the system prompt.
+    text = escape_runtime_tags(text)[0]
     if len(text) > MAX_GIT_STATUS_CHARS:
         text = text[:MAX_GIT_STATUS_CHARS] + "\n… (truncated; run `git status` for more)"
     return text
