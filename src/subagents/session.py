@@ -374,7 +374,7 @@ class Session(SessionCore):
         if not path.exists():
             raise ValueError(f"compact {session_id}: no such session in {self.cwd}")
         self._set_sink(on_event or discard)
-        self.runtime.project_context = await load_project_context(self.cwd)
+        self.runtime.project_context = await load_project_context(self.cwd, warn=self.warn)
         tools = self.main_tools()
         reminders = reminders_for(self.runtime, None, [tool.name for tool in tools])
         system = self._system_prompt()

@@ -253,7 +253,7 @@ class SessionCore:
         ref = AgentRef(agent_id=self.session_id, agent_type="main")
         run = AgentRun(ref=ref, prompt="", model=self.model.name)
         self.runtime.register(run)
-        self.runtime.project_context = await load_project_context(self.cwd)
+        self.runtime.project_context = await load_project_context(self.cwd, warn=self.warn)
         roots = tuple(self._extra_roots)
         system = self._system_prompt()
         if self.options.json_schema is not None:

@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,53 +77,92 @@ class ProjectContext:
         return "\n\n".join(parts)
 
 
-async def load_project_context(cwd: Path, *, home: Path | None = None) -> ProjectContext:
+async def load_project_context(
+    cwd: Path, *, home: Path | None = None, warn: Callable[[str], None] | None = None
+) -> ProjectContext:
     status = await _git_status(cwd) if _may_be_in_git(cwd) else None
     return ProjectContext(
-        instructions=load_instructions(cwd, Path.home() if home is None else home),
+        instructions=load_instructions(cwd, Path.home() if home is None else home, warn=warn),
         git_status=status or "",
         is_git=status is not None,
     )
 
 
-def load_instructions(cwd: Path, home: Path) -> str:
-    """Every instruction file in Claude Code's order, imports expanded, bounded in size."""
-    seen: set[Path] = set()
-    texts: list[str] = []
-    user = home / ".claude" / "CLAUDE.md"
-    _add(user, "user instructions for every project", seen, texts, home, 0)
+def load_instructions(cwd: Path, home: Path, *, warn: Callable[[str], None] | None = None) -> str:
+    """Every instruction file in Claude Code's order, imports expanded, bounded in size.
+
+    A file found in a folder (a cloned repository's ``CLAUDE.md``) and what it imports must
+    resolve inside that folder or the working directory: ``@~/.ssh/id_rsa``, ``@../../x`` or
+    a ``CLAUDE.md`` that is a symlink to a file elsewhere would send that file's text to the
+    model's provider. Such a file is skipped with a warning (Claude Code asks before loading
+    "external imports"); the user's own ``~/.claude/CLAUDE.md`` may import from anywhere."""
+    found = _Found(home=home, warn=warn or log.warning)
+    found.add(home / ".claude" / "CLAUDE.md", "user instructions for every project", None, 0)
+    work = _resolved(cwd)
     for folder in [*reversed(cwd.parents), cwd]:
+        where = (_resolved(folder), work)
         for name in SHARED_FILES:
-            _add(folder / name, "project instructions", seen, texts, home, 0)
+            found.add(folder / name, "project instructions", where, 0)
         for name in LOCAL_FILES:
-            _add(folder / name, "private instructions for this checkout", seen, texts, home, 0)
+            found.add(folder / name, "private instructions for this checkout", where, 0)
+    texts = found.texts
     joined = "\n\n".join(texts)
     if len(joined) > MAX_INSTRUCTIONS_CHARS:
         joined = joined[:MAX_INSTRUCTIONS_CHARS] + "\n… (instructions truncated)"
     return joined
 
 
-def _add(path: Path, label: str, seen: set[Path], texts: list[str], home: Path, depth: int) -> None:
-    body = _read_regular(path, seen)
-    if body is None:
-        return
-    texts.append(f"Contents of {path} ({label}):\n{body}")
-    if depth >= MAX_IMPORT_DEPTH:
-        return
-    for target in imports_of(body, path.parent, home):
-        _add(target, f"imported by {path}", seen, texts, home, depth + 1)
-
-
-def _read_regular(path: Path, seen: set[Path]) -> str | None:
-    """The file's text if it is a regular file not read before (by its resolved path)."""
+def _resolved(path: Path) -> Path:
     try:
-        # Most candidates (a CLAUDE.md per parent folder) do not exist: one stat answers, where
-        # resolving first cost an lstat per path component (~0.5 ms a session, measured).
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
+
+
+@dataclass
+class _Found:
+    """The instruction texts read so far, and the files already read (by resolved path)."""
+
+    home: Path
+    warn: Callable[[str], None]
+    seen: set[Path] = field(default_factory=set)
+    texts: list[str] = field(default_factory=list)
+
+    def add(
+        self, path: Path, label: str, inside: tuple[Path, ...] | None, depth: int, by: str = ""
+    ) -> None:
+        """Read ``path`` and what it imports; ``inside``: the folders it must resolve in (None:
+        anywhere, the user's own file and its imports)."""
+        body = self.read(path, inside, by)
+        if body is None:
+            return
+        self.texts.append(f"Contents of {path} ({label}):\n{body}")
+        if depth >= MAX_IMPORT_DEPTH:
+            return
+        for target in imports_of(body, path.parent, self.home):
+            self.add(target, f"imported by {path}", inside, depth + 1, by=f"{path}: import ")
+
+    def read(self, path: Path, inside: tuple[Path, ...] | None, by: str) -> str | None:
+        """The file's text if it is a regular file not read before (by its resolved path)."""
+        try:
+            # Most candidates (a CLAUDE.md per parent folder) do not exist: one stat answers,
+            # where resolving first cost an lstat per path component (~0.5 ms a session).
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return None
+            resolved = path.resolve()
+        except (OSError, RuntimeError):  # missing, or a symlink loop
             return None
-        resolved = path.resolve()
-    except (OSError, RuntimeError):  # missing, or a symlink loop
-        return None
+        if inside is not None and not any(resolved.is_relative_to(f) for f in inside):
+            self.warn(
+                f"{by}{path}: skipped: it resolves to {resolved}, outside {inside[0]} and the "
+                "working directory; a project's instruction files may not bring in other "
+                "files (import it from ~/.claude/CLAUDE.md to use it)"
+            )
+            return None
+        return _read_new(path, resolved, self.seen)
+
+
+def _read_new(path: Path, resolved: Path, seen: set[Path]) -> str | None:
     if resolved in seen:
         return None
     seen.add(resolved)
