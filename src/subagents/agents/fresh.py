@@ -27,7 +27,7 @@ from subagents.agents.prompts import child_system_prompt, environment_for, profi
 from subagents.agents.reminders import reminders_for
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition
-from subagents.agents.spec import ChildSpec, Workspace
+from subagents.agents.spec import IN_PARENTS_FOLDER, ChildSpec, Workspace
 from subagents.loop.query import Budget, budget_of
 from subagents.messages import user_message
 from subagents.models.base import Model, ToolSchema
@@ -73,6 +73,13 @@ def _budget(definition: AgentDefinition) -> Budget:
     return budget_of(definition)
 
 
+def _workspace(request: ChildRequest) -> Workspace:
+    cwd, roots, worktree = request.cwd, request.roots, request.worktree
+    if cwd is None and roots is None and worktree is None:
+        return IN_PARENTS_FOLDER
+    return Workspace(cwd=cwd, roots=roots, worktree=worktree)
+
+
 def definition_spec(
     runtime: AgentRuntime, parent_ctx: ToolContext, parent: AgentFrame, request: ChildRequest
 ) -> ChildSpec:
@@ -112,7 +119,7 @@ def definition_spec(
         background=request.background,
         tool_use_id=request.tool_use_id,
         agent_id=request.agent_id,
-        workspace=Workspace(cwd=request.cwd, roots=request.roots, worktree=request.worktree),
+        workspace=_workspace(request),
         memory=memory,
         memory_only=memory_only,
     )

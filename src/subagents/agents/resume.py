@@ -29,7 +29,7 @@ from subagents.agents.agent_run import AgentFrame
 from subagents.agents.builtin import BUILTIN_AGENTS
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition, DefinitionSource, normalize_agent_type
-from subagents.agents.spec import ChildSpec, Workspace
+from subagents.agents.spec import IN_PARENTS_FOLDER, ChildSpec, Workspace
 from subagents.events import AgentRef, SystemEvent
 from subagents.ids import new_id
 from subagents.loop.query import budget_of
@@ -305,6 +305,6 @@ def _kept_worktree(record: SidecarRecord) -> Workspace:
     otherwise the parent's folder."""
     worktree = record.worktree
     if worktree is None or worktree.outcome != "kept" or not Path(worktree.path).is_dir():
-        return Workspace()
+        return IN_PARENTS_FOLDER
     path = Path(worktree.path)
     return Workspace(cwd=path, roots=(path,))

@@ -68,6 +68,11 @@ class Workspace:
     """The child's own worktree, settled when it ends (kept or removed)."""
 
 
+IN_PARENTS_FOLDER = Workspace()
+"""The workspace of a child placed nowhere of its own (most): one shared value (it is frozen),
+not a frozen three-field build per child."""
+
+
 @dataclass(kw_only=True)
 class ChildSpec:
     """Everything that makes one child what it is (see the module docstring)."""
@@ -103,7 +108,7 @@ class ChildSpec:
     """Drawn by the caller when something (a worktree) must be named after the child first."""
     lineage: Lineage | None = None
     """None: a new lineage rooted at the child itself."""
-    workspace: Workspace = field(default_factory=Workspace)
+    workspace: Workspace = IN_PARENTS_FOLDER
     reminders: Callable[[], list[ContentBlock]] | None = None
     """Blocks for every later user message: catalog changes, critical reminder
     (``agents.reminders``)."""
