@@ -23,6 +23,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
+from subagents.runtime_tags import escape_runtime_tags
 from subagents.tools import descriptions
 from subagents.tools.base import (
     CallInfo,
@@ -156,7 +157,9 @@ def _page(url: str, response: Any, body: bytes, truncated: bool) -> ToolOutput:
     if kind in _HTML_TYPES or (not kind and "<html" in text[:1000].lower()):
         text = html_to_markdown(text)
     cut = len(text) > MAX_CHARS
-    text = text[:MAX_CHARS]
+    # A page is the least trusted text a model reads: it must not read as the runtime's own
+    # messages (entities in HTML come out of the conversion as ``<``), as an MCP server's not.
+    text = escape_runtime_tags(text[:MAX_CHARS])[0]
     notes = []
     if truncated or cut:
         notes.append(f"[content truncated at {MAX_BYTES} bytes / {MAX_CHARS} characters]")

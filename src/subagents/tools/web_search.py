@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from subagents.runtime_tags import escape_runtime_tags
 from subagents.tools import descriptions
 from subagents.tools.base import (
     CallInfo,
@@ -91,7 +92,9 @@ class WebSearchTool(Tool["WebSearchInput"]):
         for index, result in enumerate(results, 1):
             lines.append(f"{index}. {result.title}\n   {result.url}\n   {result.snippet}".rstrip())
         urls = [r.url for r in results]
-        return ToolOutput(content="\n".join(lines), metadata={"urls": urls})
+        # Titles and snippets are the web's text: no runtime tag may be forged in them.
+        text = escape_runtime_tags("\n".join(lines))[0]
+        return ToolOutput(content=text, metadata={"urls": urls})
 
 
 def _domain_ok(url: str, allowed: Sequence[str] | None, blocked: Sequence[str] | None) -> bool:
