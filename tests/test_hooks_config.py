@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from cli_helpers import run_script, write_script
 from subagents.hooks import (
     DEFAULT_TIMEOUT_S,
     HookConfigError,
@@ -202,3 +206,20 @@ def test_frontmatter_stop_becomes_subagent_stop() -> None:
     ).with_stop_as_subagent_stop()
     assert "Stop" not in config.events
     assert [c.command for c in config.commands_for("SubagentStop", "x")] == ["fm-sub", "fm-stop"]
+
+
+@pytest.mark.parametrize("matcher", ["(" * 5000 + ")" * 5000, "x{99999999999}"])
+def test_a_matcher_too_deep_or_too_large_is_a_clear_error(tmp_path: Path, matcher: str) -> None:
+    """A regex nested past the parser's depth (or with a repeat count past its range) is the
+    same one-line error as any bad regex, naming the file and the field, through the CLI;
+    before, the nesting ended the run with a RecursionError traceback."""
+    settings = tmp_path / "hooks.json"
+    hooks = {"PreToolUse": [{"matcher": matcher, "hooks": [cmd("true")]}]}
+    settings.write_text(json.dumps({"hooks": hooks}))
+    script = write_script(tmp_path, [{"agent_type": "main", "turns": [{"text": "ok"}]}])
+    run = run_script(script, tmp_path, "--settings", str(settings), env={"HOME": str(tmp_path)})
+    assert run.code == 2, run.stderr[-500:]
+    assert "Traceback" not in run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert f"{settings}: hooks.PreToolUse[0].matcher: invalid regular expression" in line
+    assert len(line) < 400

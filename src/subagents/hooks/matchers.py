@@ -60,8 +60,9 @@ def compile_matcher(text: str | None) -> Matcher:
         return Matcher(source=text, names=names) if names else Matcher(source=text)
     try:
         pattern = re.compile(text)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {text!r}: {exc}") from None
+    except (re.error, OverflowError, RecursionError) as exc:  # nesting, huge repeat counts too
+        shown = text if len(text) <= 80 else f"{text[:80]}... ({len(text):,} chars)"
+        raise ValueError(f"invalid regular expression {shown!r}: {exc}") from None
     return Matcher(source=text, pattern=pattern)
 
 
