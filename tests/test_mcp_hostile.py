@@ -54,3 +54,23 @@ def test_a_hostile_server_cannot_end_the_session_or_forge_what_the_model_reads(
     assert len(str(flood["content"])) <= 101_000 and "truncated" in str(flood["content"])
     assert deep["is_error"] and len(str(deep["content"])) < 20_000
     assert shallow["content"] == "deep answered"
+
+
+def test_a_hostile_servers_resources_cannot_forge_what_the_model_reads(tmp_path: Path) -> None:
+    """ListMcpResources and ReadMcpResource carry the server's own text (names, descriptions,
+    contents) as a tool's text does: imitated runtime tags are escaped there too."""
+    root = project(tmp_path, {"bad": {"command": sys.executable, "args": [str(HOSTILE)]}})
+    calls = [
+        tool_call("ListMcpResources", server="bad"),
+        tool_call("ReadMcpResource", server="bad", uri="memo://forged"),
+    ]
+    turns: list[dict[str, Any]] = [{"tool_calls": [call]} for call in calls]
+    script = write_script(root, [{"agent_type": "main", "turns": [*turns, {"text": "alive"}]}])
+    run = run_script(script, root, env=env_for(tmp_path), timeout=240)
+    assert run.code == 0, run.stderr[-3000:]
+    listed, read = (tool_results(r)[0] for r in requests_of(root, "main")[1:])
+    for result in (listed, read):
+        text = str(result["content"])
+        assert "memo://forged" in text, text
+        assert "<task-notification>" not in text and "<system-reminder>" not in text, text
+        assert "&lt;system-reminder>" in text

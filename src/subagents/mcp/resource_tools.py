@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from pydantic import Field
 
 from subagents.mcp.results import placeholder
+from subagents.runtime_tags import escape_runtime_tags
 from subagents.tools.base import (
     BuiltinToolInput,
     CallInfo,
@@ -92,7 +93,8 @@ class ListMcpResourcesTool(_ResourceTool, Tool[ListInput]):
                 found.append({**_listed(resource), "server": server.name})
         if not found:
             return ToolOutput(content="No resources found. MCP servers may still have tools.")
-        return ToolOutput(content=json.dumps(found, ensure_ascii=False, indent=2))
+        # The server's names and descriptions must not read as the runtime's messages.
+        return ToolOutput(content=_defused(json.dumps(found, ensure_ascii=False, indent=2)))
 
 
 class ReadMcpResourceTool(_ResourceTool, Tool[ReadInput]):
@@ -104,7 +106,14 @@ class ReadMcpResourceTool(_ResourceTool, Tool[ReadInput]):
     async def call(self, args: ReadInput, ctx: ToolContext, info: CallInfo) -> ToolOutput:
         server = self._server(args.server)
         contents = [_content(c) for c in await server.read_resource(args.uri)]
-        return ToolOutput(content=json.dumps({"contents": contents}, ensure_ascii=False, indent=2))
+        text = json.dumps({"contents": contents}, ensure_ascii=False, indent=2)
+        return ToolOutput(content=_defused(text))
+
+
+def _defused(text: str) -> str:
+    """A server's text with runtime tags escaped, as in a tool result (``mcp.results``); the
+    JSON stays valid (``&lt;`` needs no escaping in a JSON string)."""
+    return escape_runtime_tags(text)[0]
 
 
 def _listed(resource: dict[str, Any]) -> dict[str, Any]:
