@@ -210,35 +210,38 @@ class AgentJob:
 
 async def run_agent(job: AgentJob) -> LoopOutcome:
     """Run the job to its end; the run record ends terminal and no process is left behind."""
-    run = job.run
+    # The frame's fields read from it once, not through the job's forwarding properties (a
+    # Python call each: nine per agent).
+    frame = job.frame
+    run, messages, team = frame.run, frame.messages, frame.team
     log = TranscriptWriter(job.transcript) if job.transcript is not None else None
     run.transcript_file = job.transcript
-    run.messages = job.messages
+    run.messages = messages
     if log is not None:
-        for message in job.messages[job.logged_messages :]:
+        for message in messages[job.logged_messages :]:
             log.append(message)
         log.flush()
     spec = LoopSpec(
         caller=job.caller,
-        system=job.system,
-        tools=job.tools,
+        system=frame.system,
+        tools=frame.tools,
         ctx=job.ctx,
-        messages=job.messages,
+        messages=messages,
         prompt=run.prompt,
         budget=job.budget,
-        thinking=job.thinking,
+        thinking=frame.thinking,
         inbox=job.inbox,
         log=log,
         on_turn=job.on_turn,
-        tool_schemas=job.tool_schemas,
+        tool_schemas=frame.tool_schemas,
         stats=run.stats,
         tool_concurrency=job.tool_concurrency,
         reminders=job.reminders,
         restate=job.restate,
         compaction=job.compaction,
         task_text=job.task_text or run.prompt,
-        team_name=job.frame.team.team_name if job.frame.team is not None else None,
-        member_name=job.frame.team.name if job.frame.team is not None else None,
+        team_name=team.team_name if team is not None else None,
+        member_name=team.name if team is not None else None,
     )
     outcome: LoopOutcome | None = None
     observer = job.ctx.observer
