@@ -119,7 +119,14 @@ def test_one_odd_message_is_one_short_warning(tmp_path: Path) -> None:
     a message type, block type or request subtype of 100,000 characters is named in a short
     warning or error, not echoed whole."""
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"agents": [{"agent_type": "main", "turns": [{"text": "hi"}]}]}))
+    script.write_text(
+        json.dumps(
+            {
+                "record": "requests.jsonl",
+                "agents": [{"agent_type": "main", "turns": [{"text": "hi"}]}],
+            }
+        )
+    )
     huge = "t" * 100_000
     blocks: list[Any] = [{"type": "image"}] * 2_000 + [
         {"type": huge},
@@ -148,3 +155,7 @@ def test_one_odd_message_is_one_short_warning(tmp_path: Path) -> None:
     error = next(e["response"] for e in events if e["type"] == "control_response")
     assert error["subtype"] == "error" and len(error["error"]) < 300, error["error"][:300]
     assert [e["result"] for e in events if e["type"] == "result"] == ["hi"]
+    (request,) = [json.loads(line) for line in (tmp_path / "requests.jsonl").open()]
+    prompt = request["messages"][0]["content"]
+    prompt = prompt if isinstance(prompt, str) else str(prompt)
+    assert prompt.count("[image content omitted]") == 2_000  # each block keeps its note

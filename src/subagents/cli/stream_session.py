@@ -238,7 +238,7 @@ def prompt_text(content: Any, warn: Callable[[str], None]) -> str | None:
         else:
             kind = shown(block.get("type")) if isinstance(block, dict) else type(block).__name__
             omitted[kind] = omitted.get(kind, 0) + 1
-            parts.append(f"[{kind} content omitted]")
+            parts.append(f"[{kind.strip(chr(39))} content omitted]")  # [image content omitted]
     for kind, count in omitted.items():
         what = f"a {kind} content block is" if count == 1 else f"{count} {kind} content blocks are"
         warn(f"stdin: {what} not supported, replaced by a note")
