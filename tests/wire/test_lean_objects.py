@@ -112,6 +112,7 @@ def test_a_lean_call_is_what_the_keyword_constructor_gives(provider: str) -> Non
         model="m",
         label=model.label,
         status_message=model.status_message,
+        event_message=model.event_message,
         abort=None,
     )
     assert call == plain  # compares every field: an unset one would raise

@@ -103,6 +103,32 @@ ANTHROPIC_ERRORS = [
         status=401, body={"type": "error", "error": {"type": "authentication_error", "message": ""}}
     ),
     Reply(status=404, body={"type": "error", "error": {"type": "not_found_error", "message": "m"}}),
+    # The SDK's wording (anthropic >= 2.17) names what the error carries: an error code and
+    # details, a request id from the header or the body, no message, no body, non-ASCII text.
+    Reply(
+        status=400,
+        headers={"request-id": "req_h"},
+        body={
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "bad «x»",
+                "details": {"error_code": "too_long", "limit": 5},
+            },
+            "request_id": "req_b",
+        },
+    ),
+    Reply(
+        status=403,
+        body={
+            "type": "error",
+            "error": {"type": "permission_error", "message": "no", "details": {"error_code": "c"}},
+            "request_id": "req_b",
+        },
+    ),
+    Reply(status=409, body={"type": "error", "error": {"type": "conflict_error"}}),
+    Reply(status=400, body=["not", "a", "mapping"]),
+    Reply(status=503, text=b""),
 ]
 
 
@@ -113,7 +139,21 @@ ANTHROPIC_ERRORS = [
         recorded("anthropic_thinking_tools.sse"),
         *ANTHROPIC_ERRORS,
     ],
-    ids=["text", "tool_use", "thinking_tools", "529", "429", "500-text", "401", "404"],
+    ids=[
+        "text",
+        "tool_use",
+        "thinking_tools",
+        "529",
+        "429",
+        "500-text",
+        "401",
+        "404",
+        "400-details",
+        "403-code",
+        "409-no-message",
+        "400-list",
+        "503-empty",
+    ],
 )
 async def test_anthropic_transports_agree(wire_server: WireServer, reply: Reply) -> None:
     def build(transport: Transport) -> AnthropicModel:

@@ -16,7 +16,7 @@ one this path can send (the SDKs' credential profiles and token exchange).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -152,15 +152,18 @@ class LeanEndpoint:
 class LeanCall:
     """One streamed call over the lean transport (``stream`` or ``respond``).
 
-    ``status_message(status, raw_body)`` gives the text and parsed body of an error response,
-    worded as the provider's SDK words it, so both transports report the same error."""
+    ``status_message(status, raw_body, path, headers)`` gives the text and parsed body of an
+    error response, and ``event_message(status, event, path, headers)`` the text of an error
+    event inside a 200 stream, each worded as the provider's SDK words it, so both transports
+    report the same error."""
 
     endpoint: LeanEndpoint
     body: dict[str, Any]
     assembler: WireAssembler
     model: str
     label: str
-    status_message: Callable[[int, bytes], tuple[str, object]]
+    status_message: Callable[[int, bytes, str, Mapping[str, str]], tuple[str, object]]
+    event_message: Callable[[int, StreamErrorEvent, str, Mapping[str, str]], str]
     abort: AbortSignal | None
 
     async def stream(self) -> AsyncIterator[StreamEvent]:
@@ -174,7 +177,7 @@ class LeanCall:
                         yield TextDelta(text=text)
                 feed(decoder.flush_records())
             except (HTTPTransportError, StreamErrorEvent) as exc:
-                raise _failure(exc, response, self.label) from _cause(exc)
+                raise self._failure(exc, response) from _cause(exc)
             finally:
                 response.close()
         yield self.assembler.done(self.model, self.label)
@@ -190,7 +193,7 @@ class LeanCall:
                 await response.each(lambda pieces: feed(pieces, decoder))
                 assembler.feed_records(decoder.flush_records())
             except (HTTPTransportError, StreamErrorEvent) as exc:
-                raise _failure(exc, response, self.label) from _cause(exc)
+                raise self._failure(exc, response) from _cause(exc)
             finally:
                 response.close()
         return self.assembler.done(self.model, self.label)
@@ -208,33 +211,31 @@ class LeanCall:
         if 200 <= response.status < 300:
             return response
         try:
-            text, parsed = self.status_message(response.status, await response.read())
+            raw = await response.read()
+            text, parsed = self.status_message(
+                response.status, raw, endpoint.path, response.headers
+            )
         except HTTPTransportError as exc:
             raise _connection_error(label, exc) from exc
         finally:
             response.close()
         raise status_error(response.status, clip(text), parsed, response.headers, label)
 
-
-def _failure(
-    exc: HTTPTransportError | StreamErrorEvent, response: Response, label: str
-) -> ModelError:
-    if isinstance(exc, StreamErrorEvent):
-        return _stream_error(exc, response.status, response.headers, label)
-    return _connection_error(label, exc)
+    def _failure(
+        self, exc: HTTPTransportError | StreamErrorEvent, response: Response
+    ) -> ModelError:
+        if not isinstance(exc, StreamErrorEvent):
+            return _connection_error(self.label, exc)
+        status, headers = response.status, response.headers
+        text = self.event_message(status, exc, self.endpoint.path, headers)
+        if exc.with_status:
+            return status_error(status, clip(text), exc.body, headers, self.label)
+        return ModelError(stream_error_kind(exc.body), f"{self.label}: {clip(text)}")
 
 
 def _cause(exc: HTTPTransportError | StreamErrorEvent) -> BaseException | None:
     """A dropped connection keeps its cause; an error event is reported as itself."""
     return exc if isinstance(exc, HTTPTransportError) else None
-
-
-def _stream_error(
-    event: StreamErrorEvent, status: int, headers: dict[str, str], label: str
-) -> ModelError:
-    if event.with_status:
-        return status_error(status, clip(str(event)), event.body, headers, label)
-    return ModelError(stream_error_kind(event.body), f"{label}: {clip(str(event))}")
 
 
 def _connection_error(label: str, exc: HTTPTransportError) -> ModelError:
@@ -282,8 +283,16 @@ class HTTPProvider:
     def assembler(self) -> WireAssembler:
         raise NotImplementedError
 
-    def status_message(self, status: int, raw: bytes) -> tuple[str, object]:
+    def status_message(
+        self, status: int, raw: bytes, path: str, headers: Mapping[str, str]
+    ) -> tuple[str, object]:
         raise NotImplementedError
+
+    def event_message(
+        self, status: int, event: StreamErrorEvent, path: str, headers: Mapping[str, str]
+    ) -> str:
+        """An error event's text inside a 200 stream; by default as the assembler worded it."""
+        return str(event)
 
     def sdk_create(self, params: dict[str, Any]) -> Awaitable[Any]:
         raise NotImplementedError
@@ -338,6 +347,7 @@ class HTTPProvider:
         call.model = self.name
         call.label = self.label
         call.status_message = self.status_message
+        call.event_message = self.event_message
         call.abort = request.abort
         return call
 

@@ -23,7 +23,7 @@ retries and backoff, and needs every error raw (``_sdk_support`` maps them to ki
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, cast
 
 import orjson
@@ -111,8 +111,15 @@ class AnthropicModel(HTTPProvider):
     def assembler(self) -> StreamAssembler:
         return StreamAssembler()
 
-    def status_message(self, status: int, raw: bytes) -> tuple[str, object]:
-        return status_message(status, raw)
+    def status_message(
+        self, status: int, raw: bytes, path: str, headers: Mapping[str, str]
+    ) -> tuple[str, object]:
+        return status_message(status, raw, path, headers)
+
+    def event_message(
+        self, status: int, event: StreamErrorEvent, path: str, headers: Mapping[str, str]
+    ) -> str:
+        return sdk_error_text(status, event.body, path, headers)
 
     def sdk_create(self, params: dict[str, Any]) -> Awaitable[Any]:
         result: Awaitable[Any] = self.client.messages.create(**params)
@@ -144,12 +151,64 @@ def custom_headers(raw: str | None) -> dict[str, str]:
     return parsed
 
 
-def status_message(status: int, raw: bytes) -> tuple[str, object]:
-    """An error response's text as the SDK words it: ``Error code: N - {parsed body}``."""
-    text, body = parse_error_body(raw)
-    if body is None:
-        return text or f"Error code: {status}", text
-    return f"Error code: {status} - {body}", body
+def status_message(
+    status: int, raw: bytes, path: str, headers: Mapping[str, str]
+) -> tuple[str, object]:
+    """An error response's text and body as the SDK words and parses them (``sdk_error_text``
+    of its JSON, else of its stripped text)."""
+    text, parsed = parse_error_body(raw)
+    body = text if parsed is None else parsed
+    return sdk_error_text(status, body, path, headers), body
+
+
+def sdk_error_text(status: int, body: object, path: str, headers: Mapping[str, str]) -> str:
+    """An API error as the SDK (anthropic >= 2.17, ``make_status_error``) words it:
+    ``<status> <error.message>`` (the status left out inside a 200 stream; the body's compact
+    JSON when it has no message; ``status code (no body)`` when it is empty), then the error
+    code, request id, path and error type that are present, in parentheses, then the error's
+    details as indented JSON when they hold more than the error code."""
+    error = _mapping(body.get("error")) if isinstance(body, dict) else None
+    message = error.get("message") if error is not None else None
+    text = _text(message) or _text(body)
+    details = error.get("details") if error is not None and text else None
+    if text is None and body == "":
+        head = f"{status} status code (no body)"
+    else:
+        text = text or _json_text(body, None)
+        head = f"{status} {text}" if status >= 400 else text
+    code = _mapping(error.get("details")) if error is not None else None
+    request_id = headers.get("request-id") or (
+        body.get("request_id") if isinstance(body, dict) else None
+    )
+    values = (
+        ("error_code", _text(code.get("error_code")) if code is not None else None),
+        ("request_id", _text(request_id)),
+        ("path", path.partition("?")[0]),
+        ("type", _text(error.get("type")) if error is not None else None),
+    )
+    items = ", ".join(f"{label}: {value}" for label, value in values if value)
+    head = f"{head} ({items})"
+    if details is not None and (not isinstance(details, dict) or details.keys() - {"error_code"}):
+        head += "\n\n" + _json_text(details, 2)
+    return head
+
+
+def _mapping(value: object) -> dict[str, Any] | None:
+    return cast("dict[str, Any]", value) if isinstance(value, dict) else None
+
+
+def _text(value: object) -> str | None:
+    """A non-empty string, else None (the SDK's ``first_non_empty_string`` of one value)."""
+    return value if isinstance(value, str) and value else None
+
+
+def _json_text(value: object, indent: int | None) -> str:
+    """``json.dumps`` as the SDK calls it (only an error's text needs it: imported here)."""
+    import json
+
+    if indent is None:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, indent=indent, ensure_ascii=False)
 
 
 def build_params(request: ModelRequest, model: str) -> dict[str, Any]:
@@ -553,7 +612,8 @@ class StreamAssembler(PieceReading):
 
 
 def _stream_error(data: bytes) -> StreamErrorEvent:
-    """The SDK's wording: the parsed body's repr, else the raw text."""
+    """An ``error`` record: its JSON body (else its text), worded by ``sdk_error_text`` once the
+    response's status, path and headers are at hand (``AnthropicModel.event_message``)."""
     text = data.decode("utf-8", "replace")
     try:
         body: object = orjson.loads(data)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,7 +134,9 @@ class OpenAIModel(HTTPProvider):
     def assembler(self) -> ChunkAssembler:
         return ChunkAssembler()
 
-    def status_message(self, status: int, raw: bytes) -> tuple[str, object]:
+    def status_message(
+        self, status: int, raw: bytes, path: str, headers: Mapping[str, str]
+    ) -> tuple[str, object]:
         return status_message(status, raw)
 
     def sdk_create(self, params: dict[str, Any]) -> Awaitable[Any]:
