@@ -263,6 +263,7 @@ RM_BYPASSES: list[str] = [
     "cp script.sh .profile; HOME=. sh -l -c true",
     "cp script.sh .bashrc; HOME=. bash -c 'bash -i -c true'",
     "cp script.sh .bash_logout; HOME=. bash -l -c 'exit'",
+    "cp script.sh .zshenv; ZDOTDIR=. zsh -c true",
     "cp script.sh .profile; HOME=. exec -l bash -c true",
     "cp script.sh .profile; HOME=. exec -a -bash bash -c true",
     "cp script.sh .profile; export HOME=.; command exec -l sh -c true",
@@ -291,6 +292,7 @@ RM_BYPASSES: list[str] = [
 
 NOT_RUNNABLE_HERE = {
     "zsh -c 'rm tgt'": "zsh is not installed",
+    "cp script.sh .zshenv; ZDOTDIR=. zsh -c true": "zsh is not installed",
     "sudo -s 'rm tgt'": "sudo is not installed",
     "sudo rm tgt": "sudo is not installed",
     "sudo -u root rm tgt": "sudo is not installed",

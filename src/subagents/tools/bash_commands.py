@@ -161,8 +161,9 @@ _EVALUATING_PROGRAMS = name_set(
     "mapfile readarray"
 )
 # Variables that make a shell (or every program, through the dynamic loader) run code.
+# ZDOTDIR: zsh runs $ZDOTDIR/.zshenv at every start, `zsh -c` included.
 _CODE_VARIABLES = name_set(
-    "BASH_ENV ENV PS4 PROMPT_COMMAND SHELLOPTS BASHOPTS LD_PRELOAD LD_AUDIT "
+    "BASH_ENV ENV ZDOTDIR PS4 PROMPT_COMMAND SHELLOPTS BASHOPTS LD_PRELOAD LD_AUDIT "
     "LD_LIBRARY_PATH DYLD_INSERT_LIBRARIES DYLD_LIBRARY_PATH"
 )
 _GIT_VALUE_OPTIONS = frozenset({"-C", "--git-dir", "--work-tree", "--namespace", "--exec-path"})
