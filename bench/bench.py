@@ -475,7 +475,9 @@ def _child_files(folder: str, index: int, turns: int, spares: list[str]) -> int:
     return transcript
 
 
-def _record(folder: str, index: int, version: int, spares: list[str]) -> None:
+def _record(
+    folder: str, index: int | str, version: int, spares: list[str], data: bytes = RECORD
+) -> None:
     """One owner write of a sidecar: a spare file (``fstat``) overwritten in place and cut to
     the record's length, or a new ``O_EXCL`` temp file written; ``fstat``, rename over the
     record. In place, as ``store.atomic.stage_write`` does, not emptied first: on this VM's ext4
@@ -486,18 +488,18 @@ def _record(folder: str, index: int, version: int, spares: list[str]) -> None:
         temp = spares.pop()
         fd = os.open(temp, os.O_WRONLY | os.O_NOFOLLOW)
         os.fstat(fd)
-        os.pwrite(fd, RECORD, 0)
-        os.ftruncate(fd, len(RECORD))
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
     else:
         temp = f"{folder}/.r{index}.{version}.tmp"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        os.write(fd, RECORD)
+        os.write(fd, data)
     os.fstat(fd)
     os.close(fd)
     os.rename(temp, f"{folder}/r{index}.json")
 
 
-def _retire_marker(folder: str, index: int, spares: list[str]) -> None:
+def _retire_marker(folder: str, index: int | str, spares: list[str]) -> None:
     """The finished child's marker still names its first record's inode: kept as a spare for a
     later write (``store.files._retire_marker``), removed past ``SPARES``."""
     marker = f"{folder}/.running/{index}"

@@ -44,7 +44,14 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from bench import SPARES, bench_dir, run_folder, settle, sweep  # this folder is on sys.path
+from bench import (
+    _record,
+    _retire_marker,
+    bench_dir,
+    run_folder,
+    settle,
+    sweep,
+)  # this folder is on sys.path
 from subagents.store.atomic import syncfs_once
 
 
@@ -83,33 +90,15 @@ class Files:
         self.temps = 0
 
     def write(self, agent_id: str, record: dict[str, Any]) -> None:
-        data = orjson.dumps(record)
-        if self.spares:
-            temp = self.spares.pop()
-            fd = os.open(temp, os.O_WRONLY | os.O_NOFOLLOW)
-            os.fstat(fd)
-            os.pwrite(fd, data, 0)
-            os.ftruncate(fd, len(data))
-        else:
-            self.temps += 1
-            temp = f"{self.folder}/.{agent_id}.{self.temps}.tmp"
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            os.write(fd, data)
-        os.fstat(fd)
-        os.close(fd)
-        os.rename(temp, f"{self.folder}/{agent_id}.json")
+        """The record replaced atomically, as ``bench.files_floor`` does (``bench._record``)."""
+        self.temps += 1
+        _record(self.folder, agent_id, self.temps, self.spares, orjson.dumps(record))
 
     def mark(self, agent_id: str) -> None:
-        os.link(f"{self.folder}/{agent_id}.json", f"{self.folder}/.running/{agent_id}")
+        os.link(f"{self.folder}/r{agent_id}.json", f"{self.folder}/.running/{agent_id}")
 
     def retire(self, agent_id: str) -> None:
-        marker = f"{self.folder}/.running/{agent_id}"
-        if len(self.spares) >= SPARES:
-            os.unlink(marker)
-        else:
-            spare = f"{self.folder}/.spare/{agent_id}"
-            os.rename(marker, spare)
-            self.spares.append(spare)
+        _retire_marker(self.folder, agent_id, self.spares)
         self.ended += 1
         if self.ended % self.width == 0:
             self.commit_round()
