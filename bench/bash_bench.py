@@ -39,14 +39,12 @@ import asyncio
 import os
 import resource
 import shutil
-import signal
 import sys
 import tempfile
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from statistics import median
 from typing import Any
 
+import bare_spawn
 from bench import NoteTool  # the fan-out's trivial tool: the difference is Bash's
 from subagents import ScriptedModel, Session, SessionOptions, processes
 from subagents.abort import AbortSignal
@@ -152,56 +150,7 @@ async def floor_cpu(folder: Path, command: str, n: int) -> float:
 async def bare_run(command: str, cwd: Path, env: dict[str, str]) -> tuple[int, int]:
     """``/bin/bash -c command``, stdout and stderr on one pipe read to its end, through a pidfd:
     its exit status and how many bytes it printed."""
-    loop = asyncio.get_running_loop()
-    out_r, out_w = os.pipe2(os.O_CLOEXEC)
-    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-    here = os.getcwd()
-    os.chdir(cwd)  # what posix_spawn's chdir file action would do (Python 3.11 has none)
-    try:
-        pid = os.posix_spawn(
-            "/bin/bash",
-            ["/bin/bash", "-c", command],
-            env,
-            file_actions=[
-                (os.POSIX_SPAWN_DUP2, null, 0),
-                (os.POSIX_SPAWN_DUP2, out_w, 1),
-                (os.POSIX_SPAWN_DUP2, out_w, 2),
-            ],
-            setsid=True,
-            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
-        )
-    finally:
-        os.chdir(here)
-    os.close(null)
-    os.close(out_w)
-    pidfd = os.pidfd_open(pid)
-    size = 0
-    done: dict[int, asyncio.Future[None]] = {}
-    for fd in (out_r, pidfd):
-        os.set_blocking(fd, False)
-        done[fd] = loop.create_future()
-
-    def readable(fd: int) -> None:
-        nonlocal size
-        if fd != pidfd:
-            chunk = os.read(fd, 65536)
-            size += len(chunk)
-            if chunk:
-                return
-        loop.remove_reader(fd)
-        done[fd].set_result(None)
-
-    for fd in done:
-        loop.add_reader(fd, readable, fd)
-    await asyncio.gather(*done.values())
-    result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
-    os.close(out_r)
-    os.close(pidfd)
-    assert result is not None
-    return result.si_status, size
-
-
-Measure = Callable[[], Coroutine[Any, Any, float]]
+    return await bare_spawn.bare_run("/bin/bash", command, cwd, env, merge=True)
 
 
 def count_calls(folder: Path, n: int) -> None:
@@ -244,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     kinds = args.only or ["tool", "session", "background", "floor"]
     names = args.command or list(DEFAULT_COMMANDS)
-    measures: dict[str, Measure] = {}
+    measures: dict[str, bare_spawn.Measure] = {}
     for name in names:
         command = COMMANDS[name]
         if "tool" in kinds:
@@ -259,24 +208,16 @@ def main(argv: list[str] | None = None) -> int:
     if "session" in kinds:
         note = {"name": "Note", "input": {"text": "step"}}
         measures["session: Note"] = lambda: session_cpu(base, n, note)
-    figures: dict[str, list[float]] = {name: [] for name in measures}
 
-    async def check() -> None:
+    async def run() -> dict[str, list[float]]:
         for name in names:
             _, size = await bare_run(COMMANDS[name], base, dict(os.environ))
             if size != EXPECTED_LENGTH[name]:
                 raise RuntimeError(f"{COMMANDS[name]!r} printed {size} bytes here")
-
-    async def run() -> None:
-        await check()
-        for measure in measures.values():  # warm-up: imports, caches, the first session
-            await measure()
-        for _ in range(args.rounds):
-            for name, measure in measures.items():
-                figures[name].append(await measure())
+        return await bare_spawn.interleaved(measures, args.rounds)
 
     try:
-        asyncio.run(run())
+        figures = asyncio.run(run())
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(
@@ -290,9 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             pairs = zip(per[f"session: {name}"], per["session: Note"], strict=True)
             per[f"session: {name}, over Note"] = [bash - note for bash, note in pairs]
-    for name, values in per.items():
-        shown = " ".join(f"{v:.3f}" for v in values)
-        print(f"{name:28} median {median(values):.3f} ms of CPU per call   ({shown})")
+    bare_spawn.print_medians(per, "ms of CPU per call", 28)
     return 0
 
 

@@ -31,15 +31,13 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from statistics import median
 from typing import Any
 
+import bare_spawn
 from bench import NoteTool  # the fan-out's trivial tool: the figure is the hook's
 from subagents import ScriptedModel, Session, SessionOptions
 from subagents.hooks import HookCommand, clean_environment, run_hooks
@@ -122,56 +120,8 @@ async def floor_cpu(folder: Path, command: str, n: int) -> float:
 
 async def bare_run(command: str, data: bytes, cwd: Path, env: dict[str, str]) -> int:
     """``/bin/sh -c command`` with ``data`` on stdin, stdout and stderr read, through a pidfd."""
-    loop = asyncio.get_running_loop()
-    in_r, in_w = os.pipe2(os.O_CLOEXEC)
-    out_r, out_w = os.pipe2(os.O_CLOEXEC)
-    err_r, err_w = os.pipe2(os.O_CLOEXEC)
-    here = os.getcwd()
-    os.chdir(cwd)  # what posix_spawn's chdir file action would do (Python 3.11 has none)
-    try:
-        pid = os.posix_spawn(
-            "/bin/sh",
-            ["/bin/sh", "-c", command],
-            env,
-            file_actions=[
-                (os.POSIX_SPAWN_DUP2, in_r, 0),
-                (os.POSIX_SPAWN_DUP2, out_w, 1),
-                (os.POSIX_SPAWN_DUP2, err_w, 2),
-            ],
-            setsid=True,
-            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
-        )
-    finally:
-        os.chdir(here)
-    for fd in (in_r, out_w, err_w):
-        os.close(fd)
-    pidfd = os.pidfd_open(pid)
-    try:
-        os.write(in_w, data)  # smaller than the pipe's buffer
-    except BrokenPipeError:
-        pass
-    os.close(in_w)
-    done: dict[int, asyncio.Future[None]] = {}
-    for fd in (out_r, err_r, pidfd):
-        os.set_blocking(fd, False)
-        done[fd] = loop.create_future()
-
-    def readable(fd: int) -> None:
-        if fd == pidfd or not os.read(fd, 65536):
-            loop.remove_reader(fd)
-            done[fd].set_result(None)
-
-    for fd in done:
-        loop.add_reader(fd, readable, fd)
-    await asyncio.gather(*done.values())
-    result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
-    for fd in (out_r, err_r, pidfd):
-        os.close(fd)
-    assert result is not None
-    return result.si_status
-
-
-Measure = Callable[[], Coroutine[Any, Any, float]]
+    code, _ = await bare_spawn.bare_run("/bin/sh", command, cwd, env, data=data)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,24 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="hook-bench-", dir=args.dir))
     hooked, bare = project(base, args.command), project(base, None)
     n = args.n
-    measures: dict[str, Measure] = {
+    measures: dict[str, bare_spawn.Measure] = {
         "session, no hook": lambda: session_cpu(bare, n),
         "session, hook": lambda: session_cpu(hooked, n),
         "runner": lambda: runner_cpu(hooked, args.command, n),
         "floor": lambda: floor_cpu(hooked, args.command, n),
     }
-    wanted = [name for name in measures if name.split(",")[0] in kinds]
-    figures: dict[str, list[float]] = {name: [] for name in wanted}
-
-    async def run() -> None:
-        for name in wanted:  # warm-up: imports, caches, the first session's freeze
-            await measures[name]()
-        for _ in range(args.rounds):
-            for name in wanted:
-                figures[name].append(await measures[name]())
-
+    wanted = {name: measure for name, measure in measures.items() if name.split(",")[0] in kinds}
     try:
-        asyncio.run(run())
+        figures = asyncio.run(bare_spawn.interleaved(wanted, args.rounds))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(
@@ -214,9 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if "session, hook" in per:
         pairs = zip(per["session, hook"], per["session, no hook"], strict=True)
         per["session: hook's share"] = [hook - plain for hook, plain in pairs]
-    for name, values in per.items():
-        shown = " ".join(f"{v:.3f}" for v in values)
-        print(f"{name:24} median {median(values):.3f} ms per tool call / hook run   ({shown})")
+    bare_spawn.print_medians(per, "ms per tool call / hook run", 24)
     return 0
 
 
