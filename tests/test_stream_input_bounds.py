@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from subagents.cli.stream_input import StreamInput
+from subagents.cli.stream_input import MAX_LINE_BYTES, MAX_LINE_VALUES, StreamInput, json_values
 from subagents.cli.stream_session import MAX_CONTROL_IN_FLIGHT, StreamSession
 
 LINE = b'{"type":"keep_alive","pad":"' + b"x" * 100 + b'"}\n'
@@ -159,3 +161,92 @@ def test_one_odd_message_is_one_short_warning(tmp_path: Path) -> None:
     prompt = request["messages"][0]["content"]
     prompt = prompt if isinstance(prompt, str) else str(prompt)
     assert prompt.count("[image content omitted]") == 2_000  # each block keeps its note
+
+
+def _run_measured(args: list[str], stdin: bytes, cwd: Path) -> tuple[int, str, str, int]:
+    """Run the CLI under a fresh Python that reports its child's peak resident size (kB): the
+    test process's own children's peak would include every earlier test's."""
+    probe = (
+        "import resource, subprocess, sys\n"
+        "run = subprocess.run(sys.argv[1:], stdin=sys.stdin, capture_output=True)\n"
+        "sys.stderr.buffer.write(run.stderr)\n"
+        "sys.stdout.buffer.write(run.stdout)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+        "sys.exit(run.returncode)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, *args],
+        input=stdin, cwd=cwd, capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    *err, peak = proc.stderr.decode().splitlines()
+    return proc.returncode, proc.stdout.decode(), "\n".join(err), int(peak)
+
+
+def test_a_line_of_millions_of_values_is_refused_unparsed_and_the_session_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A 21 MB user message of seven million empty objects parsed into ~600 MB of dicts before
+    anything could look at it (a 60 MB one: 1.7 GB resident, measured); now it is refused
+    from its bytes, naming the line and the limit, and the next lines are served. A string
+    with two million commas is not counted as values; an over-long line is read past, not
+    held."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"agents": [{"agent_type": "main", "turns": [{"text": "hi"}]}]}))
+    blocks = b",".join([b"{}"] * 7_000_000)
+    lines = [
+        b'{"type":"user","message":{"role":"user","content":[' + blocks + b"]}}",
+        b'{"type":"keep_alive","pad":"' + b"a,b:" * 1_000_000 + b'"}',
+        b" " * MAX_LINE_BYTES,  # with its newline one byte over
+        b'{"type":"user","message":{"role":"user","content":"go"}}',
+    ]
+    code, out, err, peak_kb = _run_measured(
+        [sys.executable, "-m", "subagents", "--input-format", "stream-json",
+         "--output-format", "stream-json", "--model", f"scripted:{script}"],
+        b"".join(line + b"\n" for line in lines), tmp_path,
+    )  # fmt: skip
+    assert code == 0, err[-2000:]
+    warnings = err.splitlines()
+    assert warnings == [
+        f"subagents: warning: stdin line 1 holds more than {MAX_LINE_VALUES} JSON values"
+        f" (MAX_LINE_VALUES), skipped unparsed: {lines[0][:60]!r}",
+        f"subagents: warning: stdin line 3 is longer than {MAX_LINE_BYTES} bytes"
+        " (MAX_LINE_BYTES), skipped",
+    ], [w[:200] for w in warnings]
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [e["result"] for e in events if e["type"] == "result"] == ["hi"]
+    # The 64 MiB line held once plus an idle session (~45 MB); parsed, line 1 alone was 600 MB.
+    assert peak_kb < 250_000, peak_kb
+
+
+_TEXT = st.text() | st.text(alphabet=',:{}[]"\\ a\u00e9')  # JSON's own bytes, escapes
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _TEXT,
+    lambda children: st.lists(children, max_size=6) | st.dictionaries(_TEXT, children, max_size=6),
+    max_leaves=40,
+)
+
+
+def _values(value: Any) -> tuple[int, int]:
+    """The values and keys ``value`` parses into, and how many of its containers are empty."""
+    if isinstance(value, list):
+        counts = [_values(item) for item in value]
+        return 1 + sum(c[0] for c in counts), (not value) + sum(c[1] for c in counts)
+    if isinstance(value, dict):
+        counts = [_values(item) for item in value.values()]
+        return 1 + len(value) + sum(c[0] for c in counts), (not value) + sum(c[1] for c in counts)
+    return 1, 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON, st.booleans(), st.integers(min_value=0, max_value=60))
+@example(value=[":" + '"' * 8], ascii_=True, limit=2)  # escaped quotes are not strings
+def test_json_values_counts_what_the_parser_makes(value: Any, ascii_: bool, limit: int) -> None:
+    """Over a limit exactly when the parser's count is (one more per empty container, which
+    opens with a separator and holds nothing), whatever the strings hold: separators inside
+    strings never refuse a line; under it, never under that count (the pending budget's)."""
+    line = json.dumps(value, ensure_ascii=ascii_).encode()
+    values, empty = _values(value)
+    counted = json_values(line, limit=limit)
+    assert (counted > limit) == (values + empty > limit)
+    if counted <= limit:
+        assert counted >= values + empty

@@ -2,8 +2,14 @@
 
 A daemon thread reads lines (a blocking read cannot be cancelled, and a daemon never holds the
 process open at exit) and hands each parsed object to the event loop. A line that is not a JSON
-object, or is longer than ``MAX_LINE_BYTES``, is reported through ``on_bad_line`` and skipped:
+object, is longer than ``MAX_LINE_BYTES`` or would parse into more than ``MAX_LINE_VALUES``
+values is reported through ``on_bad_line`` (naming its line number and the limit) and skipped:
 one bad input never ends the session. End of input is ``None``.
+
+The values are counted in the line's bytes before it is parsed (``json_values``), because a
+parsed value costs far more than its text: a 60 MB line ``[{},{},…]`` is 20 million dicts,
+and parsing it took the process to 1.7 GB resident before it could be refused as not an object
+(measured; now it is refused unparsed, ``tests/test_stream_input_bounds.py``).
 
 The thread reads no further while the lines it handed over and the session has not taken add
 up to ``max_pending_bytes`` (``MAX_PENDING_BYTES``) or number ``max_pending_lines``: a peer
@@ -16,22 +22,63 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import Callable
 from typing import IO, Any
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """Longer lines are dropped (a prompt with images stays far below this)."""
+MAX_LINE_VALUES = 1_000_000
+"""A line that would parse into more values (objects, arrays, keys, strings, numbers) is
+dropped unparsed: ~85 MB of Python objects at most, where a user message of a thousand content
+blocks is a few thousand values."""
+VALUE_COST = 100
+"""What one parsed value counts against the pending budget, in bytes (an empty dict parsed from
+``{}`` is 85 bytes of memory, measured), so the budget holds for lines of many small values."""
 MAX_PENDING_BYTES = 64 * 1024 * 1024
-"""Lines read but not yet taken by the session, in bytes, before the reader waits (one line
-longer than this still passes alone)."""
+"""Lines read but not yet taken by the session, in bytes (each line's length plus
+``VALUE_COST`` per value), before the reader waits (one line costing more than this still
+passes alone)."""
 MAX_PENDING_LINES = 1024
 """... and in lines: a parsed line costs several times its bytes (a 74-byte control request
 is ~700 bytes of dicts and strings), so many short ones are bounded by their number."""
+_PIECE_BYTES = 1 << 20
+"""A long line is read in pieces of this size."""
 _NOTICE_BYTES = 256
 """What a bad-line notice counts against the budget (its text is at most ~200 characters)."""
 
 Message = dict[str, Any]
+
+_SEPARATORS = (b"{", b"[", b",", b":")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+def json_values(line: bytes | bytearray, limit: int = MAX_LINE_VALUES) -> int:
+    """How many values and keys, at most, the JSON text ``line`` parses into: one for the top
+    and one for each ``{``, ``[``, ``,`` and ``:`` outside a string (every value or key inside a
+    container follows one of those). Any count over ``limit`` means more than ``limit``.
+
+    Counting every separator byte is one pass per byte value, and exact when no string holds
+    one; a line over the limit that way has the separators inside its strings taken off (text
+    with many commas is not refused for them), string by string in place (no copy of the
+    line) until it is under, and at most ``limit`` of them (each string is a value): a hostile
+    line costs a bounded time (about 2 s for a million strings, measured), never minutes."""
+    count = sum(map(line.count, _SEPARATORS)) + 1
+    if count <= limit:
+        return count
+    # Each string has two unescaped quotes; at most count(b'\\"') quotes are escaped ones.
+    strings = (line.count(b'"') - line.count(b'\\"')) // 2
+    if strings > limit:
+        return strings
+    for strings, match in enumerate(_STRING.finditer(line), 1):
+        if strings > limit:  # each string is a value too
+            return strings
+        start, end = match.span()
+        count -= sum(line.count(separator, start, end) for separator in _SEPARATORS)
+        if count <= limit:
+            break
+    return count
 
 
 class StreamInput:
@@ -86,37 +133,66 @@ class StreamInput:
             self._room.notify()
 
     def _read(self) -> None:
+        number = 0
         try:
             while True:
-                line = self._stream.readline(MAX_LINE_BYTES + 1)
+                line, whole = self._next_line()
                 if not line:
                     break
-                self._handle(line)
+                number += 1
+                name = f"stdin line {number}"
+                if whole:
+                    self._handle(line, name)
+                else:
+                    self._post_bad(
+                        f"{name} is longer than {MAX_LINE_BYTES} bytes (MAX_LINE_BYTES), skipped"
+                    )
         except (OSError, ValueError) as exc:
             self._post_bad(f"stdin could not be read: {exc}")
         finally:
             self._post(None)
 
-    def _handle(self, line: bytes) -> None:
-        if len(line) > MAX_LINE_BYTES:
-            # Skip the rest of this overlong line before reading the next one.
-            while line and not line.endswith(b"\n"):
-                line = self._stream.readline(MAX_LINE_BYTES)
-            self._post_bad(f"input line longer than {MAX_LINE_BYTES} bytes, skipped")
+    def _next_line(self) -> tuple[bytearray, bool]:
+        """The next line (empty at end of input), and False when it is longer than
+        ``MAX_LINE_BYTES``: then its rest has been read and dropped, never held.
+
+        Pieces appended to one buffer: ``readline`` of a long line holds its pieces and their
+        join at once, twice the line (a 60 MB line was 120 MB more resident, measured)."""
+        line = bytearray()
+        while piece := self._stream.readline(_PIECE_BYTES):
+            if len(line) + len(piece) > MAX_LINE_BYTES:  # so ``line`` is not empty
+                while piece and not piece.endswith(b"\n"):
+                    piece = self._stream.readline(_PIECE_BYTES)
+                return line, False
+            line += piece
+            if piece.endswith(b"\n"):
+                break
+        return line, True
+
+    def _handle(self, line: bytearray, name: str) -> None:
+        if line.isspace():
             return
-        text = line.strip()
-        if not text:
+        # The line itself, never a stripped copy of it (the parser skips white space): a line
+        # of many megabytes is held once.
+        text = bytes(line[:120]).strip()
+        values = json_values(line)
+        if values > MAX_LINE_VALUES:
+            self._post_bad(
+                f"{name} holds more than {MAX_LINE_VALUES} JSON values (MAX_LINE_VALUES),"
+                f" skipped unparsed: {text[:60]!r}"
+            )
             return
         try:
-            message = json.loads(text)
+            message = json.loads(line)
         except (ValueError, RecursionError) as exc:
-            self._post_bad(f"input line is not JSON ({exc}), skipped: {text[:120]!r}")
+            self._post_bad(f"{name} is not JSON ({exc}), skipped: {text!r}")
             return
         if not isinstance(message, dict):
-            self._post_bad(f"input line is not a JSON object, skipped: {text[:120]!r}")
+            self._post_bad(f"{name} is not a JSON object, skipped: {text!r}")
             return
-        self._reserve(len(line))
-        self._post((message, len(line)))
+        cost = len(line) + VALUE_COST * values
+        self._reserve(cost)
+        self._post((message, cost))
 
     def _post(self, item: tuple[Message, int] | None) -> None:
         assert self._loop is not None
