@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from subagents.abort import AbortSignal
-from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun
+from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun, new_run
 from subagents.agents.context import create_subagent_context
 from subagents.agents.memory import AgentMemory, memory_guard
 from subagents.agents.runtime import AgentRuntime
@@ -126,7 +126,7 @@ def _report_memory(runtime: AgentRuntime, ref: AgentRef, spec: ChildSpec) -> Non
 
 def _run(ref: AgentRef, spec: ChildSpec, parent: AgentFrame) -> AgentRun:
     lineage = spec.lineage
-    return AgentRun(
+    return new_run(
         ref=ref,
         description=spec.description,
         prompt=spec.prompt,

@@ -1,0 +1,71 @@
+"""The per-child run objects built field by field (``agent_run.new_run``, ``query.new_stats``)
+are what their classes' keyword calls build (``builders.check_builder``: random values, every
+field, the class's order), and a session's children get runs of their own calls' values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builders import check_builder
+from cli_helpers import agent_call
+from subagents.agents import agent_run
+from subagents.agents.agent_run import AgentFrame, AgentRun, new_run
+from subagents.loop.query import LoopOutcome, LoopSpec, LoopStats, new_stats
+from subagents.session import Session, SessionOptions
+from subagents.testing import ScriptedModel
+
+
+def test_new_run_builds_what_the_keyword_call_builds() -> None:
+    check_builder(new_run, AgentRun, clocks={"started"})
+
+
+def test_new_stats_builds_what_the_keyword_call_builds() -> None:
+    check_builder(new_stats, LoopStats)
+
+
+async def test_a_sessions_children_get_runs_of_their_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    specs: list[LoopSpec] = []
+    real = agent_run.run_loop
+
+    async def capture(spec: LoopSpec) -> LoopOutcome:
+        specs.append(spec)
+        return await real(spec)
+
+    monkeypatch.setattr(agent_run, "run_loop", capture)
+    launches = [
+        agent_call("fg job", "Explore", description="fg"),
+        agent_call("bg job", "general-purpose", description="bg", run_in_background=True),
+    ]
+    script: dict[str, Any] = {
+        "agents": [
+            {"agent_type": "main", "turns": [{"tool_calls": launches}, *[{"text": "ok"}] * 3]},
+            {"agent_type": "Explore", "turns": [{"text": "explored"}]},
+            {"agent_type": "general-purpose", "turns": [{"text": "done"}]},
+        ]
+    }
+    session = Session(
+        SessionOptions(model=ScriptedModel.from_dict(script), cwd=tmp_path, home=tmp_path / "h")
+    )
+    await session.run("go")
+    runs = {}
+    for spec in specs:
+        assert isinstance(spec.ctx.owner, AgentFrame)
+        run = spec.ctx.owner.run
+        assert spec.stats is run.stats
+        runs[run.description or "main"] = run
+    main = runs["main"]
+    for name, background, answer in (("fg", False, "explored"), ("bg", True, "done")):
+        run = runs[name]
+        assert (run.prompt, run.depth, run.is_background) == (f"{name} job", 1, background)
+        assert run.ref.parent_agent_id == main.agent_id and run.model == "scripted"
+        assert run.tool_use_id is not None and run.tool_use_id.startswith("toolu_")
+        assert (run.root_agent_id, run.resumed_from, run.resume_depth) == (None, None, 0)
+        assert (run.status, run.result_text, run.stats.num_turns) == ("completed", answer, 1)
+        assert run.worktree_fields == {} and run.worktree_outcome is None
+        assert run.stats is not main.stats and run.messages is not main.messages
+        assert run.worktree_fields is not main.worktree_fields
