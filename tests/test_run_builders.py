@@ -1,5 +1,6 @@
-"""The per-child run objects built field by field (``agent_run.new_run``, ``query.new_stats``)
-are what their classes' keyword calls build (``builders.check_builder``: random values, every
+"""The per-child run objects built field by field (``agent_run.new_run``, ``new_frame``,
+``new_job``, ``query.new_stats``, ``new_loop_spec``, ``new_outcome``, ``events.new_ref``) are
+what their classes' keyword calls build (``builders.check_builder``: random values, every
 field, the class's order), and a session's children get runs of their own calls' values."""
 
 from __future__ import annotations
@@ -12,8 +13,16 @@ import pytest
 from builders import check_builder
 from cli_helpers import agent_call
 from subagents.agents import agent_run
-from subagents.agents.agent_run import AgentFrame, AgentRun, new_run
-from subagents.loop.query import LoopOutcome, LoopSpec, LoopStats, new_stats
+from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun, new_frame, new_job, new_run
+from subagents.events import AgentRef, new_ref
+from subagents.loop.query import (
+    LoopOutcome,
+    LoopSpec,
+    LoopStats,
+    new_loop_spec,
+    new_outcome,
+    new_stats,
+)
 from subagents.session import Session, SessionOptions
 from subagents.testing import ScriptedModel
 
@@ -26,8 +35,35 @@ def test_new_stats_builds_what_the_keyword_call_builds() -> None:
     check_builder(new_stats, LoopStats)
 
 
+def test_new_frame_builds_what_the_keyword_call_builds() -> None:
+    check_builder(new_frame, AgentFrame)
+
+
+def test_new_job_builds_what_the_keyword_call_builds() -> None:
+    check_builder(new_job, AgentJob)
+
+
+def test_new_loop_spec_builds_what_the_keyword_call_builds() -> None:
+    check_builder(new_loop_spec, LoopSpec)
+
+
+def test_new_outcome_builds_what_the_keyword_call_builds() -> None:
+    check_builder(new_outcome, LoopOutcome)
+
+
+def test_new_ref_builds_what_the_keyword_call_builds() -> None:
+    check_builder(new_ref, AgentRef)
+    ref = new_ref(agent_id="a", agent_type="t", parent_agent_id=None)
+    assert ref == AgentRef(agent_id="a", agent_type="t") and hash(ref) == hash(
+        AgentRef(agent_id="a", agent_type="t")
+    )
+    with pytest.raises(AttributeError):
+        ref.agent_id = "b"  # type: ignore[misc]  # still frozen
+
+
+@pytest.mark.parametrize("mode", [None, "acceptEdits", "plan"])
 async def test_a_sessions_children_get_runs_of_their_calls(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str | None
 ) -> None:
     specs: list[LoopSpec] = []
     real = agent_run.run_loop
@@ -38,7 +74,8 @@ async def test_a_sessions_children_get_runs_of_their_calls(
 
     monkeypatch.setattr(agent_run, "run_loop", capture)
     launches = [
-        agent_call("fg job", "Explore", description="fg"),
+        # (asks for plan mode: its checker's mode, not the mode its definition would show)
+        agent_call("fg job", "Explore", description="fg", mode="plan"),
         agent_call("bg job", "general-purpose", description="bg", run_in_background=True),
     ]
     script: dict[str, Any] = {
@@ -49,14 +86,29 @@ async def test_a_sessions_children_get_runs_of_their_calls(
         ]
     }
     session = Session(
-        SessionOptions(model=ScriptedModel.from_dict(script), cwd=tmp_path, home=tmp_path / "h")
+        SessionOptions(
+            model=ScriptedModel.from_dict(script),
+            cwd=tmp_path,
+            home=tmp_path / "h",
+            permission_mode=mode,
+            disallowed_tools=["Bash(rm *)"],
+        )
     )
     await session.run("go")
     runs = {}
     for spec in specs:
         assert isinstance(spec.ctx.owner, AgentFrame)
-        run = spec.ctx.owner.run
+        frame = spec.ctx.owner
+        run = frame.run
         assert spec.stats is run.stats
+        # A frame's mode is its checker's (the mode its rules are checked in).
+        assert frame.permissions is not None and spec.ctx.can_use_tool is not None
+        assert frame.permission_mode == frame.permissions.context.mode
+        if run.depth:
+            assert frame.mode_ceiling == (mode or "default")
+            if run.description == "fg":
+                assert frame.permission_mode == "plan"
+            assert frame.permissions is not specs[0].ctx.owner.permissions  # type: ignore[union-attr]
         runs[run.description or "main"] = run
     main = runs["main"]
     for name, background, answer in (("fg", False, "explored"), ("bg", True, "done")):

@@ -31,6 +31,24 @@ class AgentRef:
         }
 
 
+def new_ref(*, agent_id: str, agent_type: str, parent_agent_id: str | None) -> AgentRef:
+    """``AgentRef(agent_id=..., ...)`` with each slot set by its own descriptor: each child
+    makes one, and a frozen class's ``__init__`` sets each field through
+    ``object.__setattr__`` after a keyword call (7.3 k instructions against 3.7 k;
+    docs/performance.md, session 15). ``tests/test_run_builders.py`` holds it to the class."""
+    ref: AgentRef = _new(AgentRef)
+    _set_agent_id(ref, agent_id)
+    _set_agent_type(ref, agent_type)
+    _set_parent_agent_id(ref, parent_agent_id)
+    return ref
+
+
+_new = object.__new__
+_set_agent_id = AgentRef.__dict__["agent_id"].__set__
+_set_agent_type = AgentRef.__dict__["agent_type"].__set__
+_set_parent_agent_id = AgentRef.__dict__["parent_agent_id"].__set__
+
+
 @dataclass(kw_only=True, slots=True)
 class InitEvent:
     """A session (or agent) started: its model, folder and tools."""

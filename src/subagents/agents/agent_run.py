@@ -29,7 +29,14 @@ from subagents.agents.schema import AgentDefinition
 from subagents.events import AgentRef
 from subagents.loop.compaction import CompactionPolicy
 from subagents.loop.inbox import Inbox
-from subagents.loop.query import Budget, LoopOutcome, LoopSpec, LoopStats, new_stats, run_loop
+from subagents.loop.query import (
+    Budget,
+    LoopOutcome,
+    LoopStats,
+    new_loop_spec,
+    new_stats,
+    run_loop,
+)
 from subagents.loop.scheduling import MAX_CONCURRENT_TOOLS
 from subagents.messages import ContentBlock, Message, Usage
 from subagents.models.base import Model, ToolSchema
@@ -198,6 +205,45 @@ class AgentFrame:
         return [tool.name for tool in self.tools]
 
 
+def new_frame(
+    *,
+    run: AgentRun,
+    model: Model,
+    system: str,
+    tools: list[Tool[Any]],
+    tool_schemas: list[ToolSchema],
+    messages: list[Message],
+    thinking: dict[str, Any] | None,
+    permission_mode: str,
+    definition: AgentDefinition | None,
+    is_fork: bool,
+    is_teammate: bool,
+    team: TeamMembership | None,
+    mode_ceiling: str | None,
+    permissions: PermissionChecker | None,
+) -> AgentFrame:
+    """``AgentFrame(run=..., ...)`` with every field set directly: each child builds one, and a
+    class called with fourteen keywords packs them into a dict and unpacks it for ``__init__``
+    (docs/performance.md, session 15). The fields in the class's order; a field added to the
+    class fails ``tests/test_run_builders.py`` until it is set here too."""
+    frame: AgentFrame = _new(AgentFrame)
+    frame.run = run
+    frame.model = model
+    frame.system = system
+    frame.tools = tools
+    frame.tool_schemas = tool_schemas
+    frame.messages = messages
+    frame.thinking = thinking
+    frame.permission_mode = permission_mode
+    frame.definition = definition
+    frame.is_fork = is_fork
+    frame.is_teammate = is_teammate
+    frame.team = team
+    frame.mode_ceiling = mode_ceiling
+    frame.permissions = permissions
+    return frame
+
+
 @dataclass(kw_only=True)
 class AgentJob:
     """A fully prepared agent: everything ``run_agent`` needs."""
@@ -256,6 +302,51 @@ class AgentJob:
         return self.frame.thinking
 
 
+def new_job(
+    *,
+    frame: AgentFrame,
+    caller: ModelCaller,
+    ctx: ToolContext,
+    budget: Budget,
+    inbox: Inbox | None = None,
+    transcript: str | None,
+    on_turn: Callable[[LoopStats], None] | None = None,
+    tool_concurrency: int,
+    parent_tool_names: tuple[str, ...],
+    worktree: Worktree | None,
+    reminders: Callable[[], list[ContentBlock]] | None,
+    restate: Callable[[], list[ContentBlock]] | None,
+    mcp: McpScope | None,
+    logged_messages: int = 0,
+    compaction: CompactionPolicy | None,
+    task_text: str,
+    memory_only: frozenset[str],
+) -> AgentJob:
+    """``AgentJob(frame=..., ...)`` with every field set directly: each child's assembly builds
+    one, and a class called with fourteen keywords packs them into a dict and unpacks it for
+    ``__init__`` (docs/performance.md, session 15). The fields in the class's order; a field
+    added to the class fails ``tests/test_run_builders.py`` until it is set here too."""
+    job: AgentJob = _new(AgentJob)
+    job.frame = frame
+    job.caller = caller
+    job.ctx = ctx
+    job.budget = budget
+    job.inbox = inbox
+    job.transcript = transcript
+    job.on_turn = on_turn
+    job.tool_concurrency = tool_concurrency
+    job.parent_tool_names = parent_tool_names
+    job.worktree = worktree
+    job.reminders = reminders
+    job.restate = restate
+    job.mcp = mcp
+    job.logged_messages = logged_messages
+    job.compaction = compaction
+    job.task_text = task_text
+    job.memory_only = memory_only
+    return job
+
+
 async def run_agent(job: AgentJob) -> LoopOutcome:
     """Run the job to its end; the run record ends terminal and no process is left behind."""
     # The frame's fields read from it once, not through the job's forwarding properties (a
@@ -269,7 +360,7 @@ async def run_agent(job: AgentJob) -> LoopOutcome:
         for message in messages[job.logged_messages :]:
             log.append(message)
         log.flush()
-    spec = LoopSpec(
+    spec = new_loop_spec(
         caller=job.caller,
         system=frame.system,
         tools=frame.tools,

@@ -17,12 +17,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from subagents.abort import AbortSignal
-from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun, new_run
+from subagents.agents.agent_run import (
+    AgentFrame,
+    AgentJob,
+    AgentRun,
+    new_frame,
+    new_job,
+    new_run,
+)
 from subagents.agents.context import create_subagent_context
 from subagents.agents.memory import AgentMemory, memory_guard
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.spec import ChildSpec, Workspace
-from subagents.events import AgentRef, SystemEvent
+from subagents.events import AgentRef, SystemEvent, new_ref
 from subagents.hooks.engine import HookEngine
 from subagents.ids import new_id
 from subagents.permissions.checker import PermissionChecker
@@ -35,10 +42,11 @@ def assemble(
 ) -> AgentJob:
     """The job of the child ``spec`` describes, as a child of ``parent``."""
     agent_id = spec.agent_id or new_id("local_agent")
-    ref = AgentRef(
+    ref = new_ref(
         agent_id=agent_id, agent_type=spec.agent_type, parent_agent_id=parent_ctx.agent.agent_id
     )
-    frame = AgentFrame(
+    checker = _checker(runtime, parent, spec)
+    frame = new_frame(
         run=_run(ref, spec, parent),
         model=spec.model,
         system=spec.system,
@@ -46,17 +54,15 @@ def assemble(
         tool_schemas=spec.tool_schemas or [tool.schema() for tool in spec.tools],
         messages=spec.messages,
         thinking=spec.thinking,
-        permission_mode=spec.permission_mode,
+        # The derived checker's mode when rules are in force, else the spec's.
+        permission_mode=checker.context.mode if checker is not None else spec.permission_mode,
         definition=spec.definition,
         is_fork=spec.kind == "fork",
         is_teammate=spec.kind == "teammate",
         team=spec.team,
         mode_ceiling=parent.permission_mode,
+        permissions=checker,
     )
-    checker = _checker(runtime, parent, spec)
-    if checker is not None:
-        frame.permissions = checker
-        frame.permission_mode = checker.context.mode
     transcript = runtime.transcript_file(agent_id)  # (text: see ``AgentRun.transcript_file``)
     workspace = spec.workspace
     roots = workspace.roots
@@ -78,7 +84,7 @@ def assemble(
         hooks=_hooks(runtime, spec, ref, transcript),
         transcript=transcript,
     )
-    return AgentJob(
+    return new_job(
         frame=frame,
         parent_tool_names=tuple(parent.tool_names()),
         caller=runtime.caller(spec.model),

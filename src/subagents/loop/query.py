@@ -151,6 +151,60 @@ class LoopSpec:
     """A teammate's team and name: sent in every request's metadata (docs/teams.md)."""
 
 
+def new_loop_spec(
+    *,
+    caller: ModelCaller,
+    system: str,
+    tools: Sequence[Tool[Any]],
+    ctx: ToolContext,
+    messages: list[Message],
+    prompt: str,
+    budget: Budget,
+    max_output_tokens: int = MAX_OUTPUT_TOKENS,
+    thinking: dict[str, Any] | None,
+    inbox: Inbox | None,
+    log: MessageLog | None,
+    on_turn: Callable[[LoopStats], None] | None,
+    tool_concurrency: int,
+    stats: LoopStats | None,
+    tool_schemas: list[Any] | None,
+    reminders: Callable[[], list[ContentBlock]] | None,
+    restate: Callable[[], list[ContentBlock]] | None,
+    compaction: CompactionPolicy | None,
+    task_text: str,
+    team_name: str | None,
+    member_name: str | None,
+) -> LoopSpec:
+    """``LoopSpec(caller=..., ...)`` with every field set directly: each agent's run builds one,
+    and a class called with twenty keywords packs them into a dict and unpacks it for
+    ``__init__`` (docs/performance.md, session 15). The fields in the class's order, so both
+    builds share one key table; a field added to the class fails ``tests/test_run_builders.py``
+    until it is set here too."""
+    spec: LoopSpec = _new(LoopSpec)
+    spec.caller = caller
+    spec.system = system
+    spec.tools = tools
+    spec.ctx = ctx
+    spec.messages = messages
+    spec.prompt = prompt
+    spec.budget = budget
+    spec.max_output_tokens = max_output_tokens
+    spec.thinking = thinking
+    spec.inbox = inbox
+    spec.log = log
+    spec.on_turn = on_turn
+    spec.tool_concurrency = tool_concurrency
+    spec.stats = stats
+    spec.tool_schemas = tool_schemas
+    spec.reminders = reminders
+    spec.restate = restate
+    spec.compaction = compaction
+    spec.task_text = task_text
+    spec.team_name = team_name
+    spec.member_name = member_name
+    return spec
+
+
 @dataclass(kw_only=True)
 class LoopStats:
     """Running counters of one loop; read by progress reporting while the loop runs."""
@@ -223,6 +277,27 @@ class LoopOutcome:
     stats: LoopStats
     error: str | None = None
     duration_ms: int = 0
+
+
+def new_outcome(
+    *,
+    reason: TerminalReason,
+    messages: list[Message],
+    final_text: str,
+    stats: LoopStats,
+    error: str | None,
+    duration_ms: int,
+) -> LoopOutcome:
+    """``LoopOutcome(reason=..., ...)`` with every field set directly (one per agent's run;
+    ``tests/test_run_builders.py`` holds it to the class)."""
+    outcome: LoopOutcome = _new(LoopOutcome)
+    outcome.reason = reason
+    outcome.messages = messages
+    outcome.final_text = final_text
+    outcome.stats = stats
+    outcome.error = error
+    outcome.duration_ms = duration_ms
+    return outcome
 
 
 async def run_loop(spec: LoopSpec) -> LoopOutcome:
@@ -607,7 +682,7 @@ class _Loop:
         final = ""
         if messages and messages[-1]["role"] == "assistant":
             final = assistant_text(messages[-1])
-        return LoopOutcome(
+        return new_outcome(
             reason=reason,
             messages=messages,
             final_text=final,
