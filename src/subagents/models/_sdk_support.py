@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import orjson
 
 from subagents.abort import AbortSignal
+from subagents.models._sdk_bounds import bound_passed
 from subagents.models.base import ErrorKind, MessageDone, ModelError, StreamEvent, TextDelta
 
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
@@ -133,6 +134,9 @@ def to_model_error(error: BaseException, *, sdk: ModuleType, label: str) -> Mode
 
     ``label`` names the provider and model in the message, e.g. ``anthropic model 'x'``.
     """
+    bound = bound_passed(error)
+    if bound is not None:  # worded as the lean transport words it, whatever the SDK wraps it in
+        return ModelError("connection", f"{label}: connection failed: {_describe(bound)}")
     if isinstance(error, sdk.APIStatusError):
         return _status_error(error, label)
     if isinstance(error, (sdk.APIConnectionError, *transport_error_types())):

@@ -43,6 +43,7 @@ from subagents.models._lean import (
     parse_error_body,
     string_run,
 )
+from subagents.models._sdk_bounds import bounded_http_client
 from subagents.models._sdk_support import (
     EPHEMERAL,
     load_sdk,
@@ -99,7 +100,12 @@ class AnthropicModel(HTTPProvider):
                 self._endpoint = _lean_endpoint(url, key or token or "")
             else:
                 sdk = load_sdk("anthropic", "anthropic")
-                self.client = sdk.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0)
+                self.client = sdk.AsyncAnthropic(
+                    api_key=api_key,
+                    base_url=base_url,
+                    max_retries=0,
+                    http_client=bounded_http_client(sdk),
+                )
 
     def with_model_id(self, model_id: str) -> AnthropicModel:
         """A sibling for another Claude model, sharing this one's client (and its connections)."""

@@ -48,6 +48,7 @@ from subagents.models._lean import (
     parse_error_body,
     string_run,
 )
+from subagents.models._sdk_bounds import bounded_http_client
 from subagents.models._sdk_support import (
     load_sdk,
     parse_tool_arguments,
@@ -117,7 +118,9 @@ class OpenAIModel(HTTPProvider):
                 self._endpoint = _lean_endpoint(url, key)
             else:
                 sdk = load_sdk("openai", "openai")
-                self.client = sdk.AsyncOpenAI(api_key=key, base_url=url, max_retries=0)
+                self.client = sdk.AsyncOpenAI(
+                    api_key=key, base_url=url, max_retries=0, http_client=bounded_http_client(sdk)
+                )
 
     def with_model_id(self, model_id: str) -> OpenAIModel:
         """A sibling for another model on the same server, sharing this one's client."""
