@@ -28,6 +28,7 @@ from subagents.agents.shells import BackgroundShellManager
 from subagents.agents.tasks import TaskRegistry, TaskState
 from subagents.events import AgentRef
 from subagents.loop.inbox import Inbox, InboxItem
+from subagents.process_waiter import WaitedProcess
 from subagents.processes import Piped
 from subagents.tools.base import CallInfo, ToolContext, ToolError
 from subagents.tools.bash import BashTool
@@ -337,15 +338,15 @@ async def test_task_stopped_while_spawning_never_runs(
         await manager.registry.kill(task.id)
 
     if way == "asyncio":
-        spawn = asyncio.create_subprocess_exec
+        spawn_shell = shells_module.spawn_shell
 
-        async def spawn_then_get_killed(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
-            proc = await spawn(*args, **kwargs)
+        async def spawn_then_get_killed(*args: Any, **kwargs: Any) -> WaitedProcess:
+            proc = await spawn_shell(*args, **kwargs)
             pids.append(proc.pid)
             await kill_the_task()
             return proc
 
-        monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn_then_get_killed)
+        monkeypatch.setattr(shells_module, "spawn_shell", spawn_then_get_killed)
     else:
         start_shell = shells_module.start_shell
 
@@ -404,3 +405,82 @@ async def test_a_kill_sends_sigterm_first(manager: BackgroundShellManager, tmp_p
     assert await manager.registry.kill(task.id) is True
     assert task.status == "killed"
     assert path.read_text() == "ready\ngot-term\n"  # its trap ran: a SIGTERM, then the grace
+
+
+class _ReapSpy:
+    """Every reap (``waitpid``/``waitid`` that took a status) and every signal by number
+    (``kill``, ``killpg``) in this process, in order: a signal to a number already reaped is
+    the bug (a stranger may hold that number by then)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reaped: set[int] = set()
+        self.signalled: list[int] = []
+        self.after_reap: list[tuple[str, int]] = []
+        self._lock = threading.Lock()
+        waitpid, waitid, killpg, kill = os.waitpid, os.waitid, os.killpg, os.kill
+
+        def spy_waitpid(pid: int, options: int) -> tuple[int, int]:
+            result = waitpid(pid, options)
+            if result[0] > 0:
+                with self._lock:
+                    self.reaped.add(result[0])
+            return result
+
+        def spy_waitid(idtype: int, ident: int, options: int) -> Any:
+            result = waitid(idtype, ident, options)
+            if result is not None and not options & os.WNOWAIT:
+                with self._lock:
+                    self.reaped.add(result.si_pid)
+            return result
+
+        def spied(name: str, send: Callable[[int, int], None]) -> Callable[[int, int], None]:
+            def signal_by_number(pid: int, sig: int) -> None:
+                with self._lock:
+                    self.signalled.append(pid)
+                    if pid in self.reaped:
+                        self.after_reap.append((name, pid))
+                send(pid, sig)
+
+            return signal_by_number
+
+        monkeypatch.setattr(os, "waitpid", spy_waitpid)
+        monkeypatch.setattr(os, "waitid", spy_waitid)
+        monkeypatch.setattr(os, "killpg", spied("killpg", killpg))
+        monkeypatch.setattr(os, "kill", spied("kill", kill))
+
+
+@pytest.mark.parametrize("way", ["asyncio"], indirect=True)
+async def test_the_fallback_never_signals_a_pid_it_reaped(
+    way: str, manager: BackgroundShellManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without pidfds, asyncio's child watcher reaped each shell at its exit, and then the
+    group of what the shell left running (``cmd &``) was SIGKILLed by the shell's bare PID,
+    free by then for any process to take. Now the shell is waited for without being reaped
+    (``process_waiter``): every signal by number goes while the number is still the shell's.
+    A finished background shell with a leftover, a killed one, a foreground Bash call with a
+    leftover and one that times out, and ``read_output`` cut past its limit."""
+    from subagents import processes
+
+    async def run_bash(command: str, ctx: ToolContext, **kwargs: Any) -> Any:
+        info = CallInfo(tool_use_id="t1", progress=lambda _: None)
+        return await BashTool().call(BashInput(command=command, **kwargs), ctx, info)
+
+    spy = _ReapSpy(monkeypatch)
+    ctx = make_ctx(tmp_path)
+    done = await start(manager, ctx, "sleep 300 > /dev/null & echo $! > child.pid; echo done")
+    killed = await start(manager, ctx, "sleep 300")
+    await eventually(lambda: done.terminal)
+    assert await manager.registry.kill(killed.id) is True
+    child = await read_pid(tmp_path / "child.pid")
+    await eventually(lambda: not pid_alive(child))  # the leftover was still killed
+    ended = await run_bash("sleep 300 > /dev/null & echo $! > bash.pid; echo hi", ctx)
+    assert ended.content == "hi"
+    await eventually(lambda: not pid_alive(int((tmp_path / "bash.pid").read_text())))
+    timed_out = await run_bash("sleep 300", ctx, timeout=200)
+    assert "timed out" in str(timed_out.content)
+    code, out = await processes.read_output(("yes",), dict(os.environ), limit=1000)
+    assert code is None and len(out) >= 1000
+    shells = {done.extra["pid"], killed.extra["pid"]}
+    assert shells <= spy.reaped and shells <= set(spy.signalled)  # it did reap and signal
+    assert spy.after_reap == []
+    assert ctx.processes.groups == frozenset()

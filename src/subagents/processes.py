@@ -9,7 +9,6 @@ hits a stranger.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -17,6 +16,8 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from subagents.process_waiter import spawn_waited
 
 
 class ProcessTracker:
@@ -410,34 +411,33 @@ def kill_and_reap(pidfd: int) -> None:
 async def _read_output_asyncio(
     argv: tuple[str, ...], env: Mapping[str, str], limit: int
 ) -> tuple[int | None, bytes]:
-    # stdout on a pipe of our own, not asyncio's PIPE: Process.wait() also waits for every
-    # pipe it made to close (open_pipe_reader), which a daemon the process started may hold.
+    """``read_output`` where there are no pidfds: the process waited for by a thread without
+    being reaped (``process_waiter``), so its kill can never reach a PID it freed."""
     read_end, write_end = os.pipe()
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
+        proc = spawn_waited(
+            argv,
+            cwd=None,
             env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
             stdout=write_end,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            new_session=False,
         )
     except BaseException:
         os.close(read_end)
         raise
     finally:
         os.close(write_end)
-    exited = asyncio.ensure_future(proc.wait())
     try:
-        cut, chunks = await _read_until_exit(read_end, exited, limit)
-        if cut and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):  # exited meanwhile
-                proc.kill()
-        code = await exited
+        cut, chunks = await _read_until_exit(read_end, proc.exited, limit)
+        if cut:
+            proc.kill()
+        await asyncio.shield(proc.exited)
+        code = proc.reap()
     except BaseException:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await asyncio.shield(proc.wait())  # (a cancelled caller cancelled ``exited``)
+        proc.kill()
+        await asyncio.shield(proc.exited)  # immediate after a SIGKILL
+        proc.reap()
         raise
     finally:
         os.close(read_end)

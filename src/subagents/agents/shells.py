@@ -48,11 +48,11 @@ from subagents.agents.tasks import (
     create_output_fd,
 )
 from subagents.loop.inbox import InboxItem
+from subagents.process_waiter import WaitedProcess
 from subagents.processes import (
     Piped,
     ProcessTracker,
     have_pidfds,
-    kill_group,
     reap,
     reap_later,
 )
@@ -86,9 +86,9 @@ _KILLING_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGHUP, sig
 @dataclass(kw_only=True)
 class _Shell:
     """One running background shell and what its watcher needs: its process either through a
-    pidfd (``piped``: no child-watcher thread for the shell's whole life, and its group is
-    signalled only while the shell is unreaped, so never a stranger's) or, where there are no
-    pidfds, asyncio's (``proc``)."""
+    pidfd (``piped``: no child-watcher thread for the shell's whole life) or, where there are
+    no pidfds, waited for by a thread without being reaped (``proc``). Either way its group is
+    signalled only while the shell is unreaped, by us alone, so never a stranger's."""
 
     task: TaskState
     command: str
@@ -97,7 +97,7 @@ class _Shell:
     """Done when the shell has exited (the pidfd way: not reaped yet, ``reap`` does that)."""
     tracker: ProcessTracker
     deadline: float | None
-    proc: asyncio.subprocess.Process | None = None
+    proc: WaitedProcess | None = None
     piped: Piped | None = None
     status: int | None = None
     """The pidfd way: the reaped shell's exit code, or minus its signal."""
@@ -117,16 +117,23 @@ class _Shell:
         return self.proc.returncode if self.proc is not None else self.status
 
     def signal_group(self, sig: int) -> None:
-        """Signal the shell's group: through the pidfd while the shell is unreaped (nothing
-        once it is: ``reap`` killed the group first); asyncio's way, by its id."""
-        if self.piped is None:
-            kill_group(self.pgid, sig)
-        elif self.piped.pidfd >= 0:
+        """Signal the shell's group while the shell is unreaped (nothing once it is: ``reap``
+        comes after the group's last SIGKILL)."""
+        if self.proc is not None:
+            self.proc.kill_group(sig)
+        elif self.piped is not None and self.piped.pidfd >= 0:
             self.piped.kill_group(sig)
 
     def reap(self) -> None:
-        """The pidfd way: reap the exited shell and close its pidfd; one that has not exited
-        (stuck past its SIGKILL) goes to ``reap_later``'s thread. Nothing for asyncio's way."""
+        """Reap the exited shell (the pidfd way: and close its pidfd); one that has not exited
+        (stuck past its SIGKILL) is reaped when it does, by ``reap_later``'s thread or its
+        waiter."""
+        if self.proc is not None:
+            if self.exited.done():
+                self.proc.reap()
+            else:
+                self.proc.abandon()
+            return
         piped = self.piped
         if piped is None or piped.pidfd < 0:
             return
@@ -198,7 +205,7 @@ class BackgroundShellManager:
             exited = _exit_of(child)
             proc, piped = None, child
         else:
-            exited = asyncio.create_task(child.wait(), name=f"shell-exit:{task.id}")
+            exited = child.exited
             proc, piped = child, None
         shell = _Shell(
             task=task,
@@ -234,7 +241,7 @@ class BackgroundShellManager:
 
     async def _spawn_for(
         self, task: TaskState, command: str, ctx: ToolContext
-    ) -> asyncio.subprocess.Process | Piped:
+    ) -> WaitedProcess | Piped:
         """Create the output file and the process (through a pidfd where there are pidfds);
         a failure ends the task ``failed``."""
         try:
@@ -326,9 +333,10 @@ class BackgroundShellManager:
     def _settle(self, shell: _Shell) -> None:
         """The shell has exited: clear its group, record the outcome, notify the owner once."""
         shell.signal_group(signal.SIGKILL)  # leftovers of `cmd &`; ESRCH when none
-        shell.reap()  # after that kill: until the reap the group's id is still the shell's
-        if shell.returncode is not None:
-            shell.tracker.discard(shell.pgid)
+        # From the reap on the group's id is not the shell's: no longer tracked, so nothing
+        # signals it by number (a shell stuck past its SIGKILL is reaped when it goes).
+        shell.tracker.discard(shell.pgid)
+        shell.reap()
         task = shell.task
         status, message = _outcome(shell)
         task.extra["exit_code"] = _exit_code(shell.returncode)

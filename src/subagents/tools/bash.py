@@ -15,7 +15,10 @@ pipe) and waited for through its pidfd; the pipe is read by a reader callback on
 child-watcher thread, transport or pump task: about half of a call's CPU in this process
 (docs/performance.md, session 14). The group is signalled only while the shell is unreaped
 (``Piped.kill_group``), so a PID freed and taken by a stranger is never signalled. Elsewhere
-asyncio's subprocesses (``spawn_shell``). Background shells start theirs the same two ways
+``spawn_shell``: a ``process_waiter.WaitedProcess``, waited for by a thread without being
+reaped, and signalled likewise only until our own reap (before, asyncio's subprocesses: their
+child watcher reaped the shell at its exit, and the leftovers' SIGKILL then went to a PID no
+longer the shell's). Background shells start theirs the same two ways
 (``start_shell`` with their output file, ``agents/shells.py``).
 
 Output is read from a pipe of our own rather than an asyncio subprocess pipe: asyncio's
@@ -37,11 +40,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from subagents.descriptors import open_pipe, process_slot, retry_on_emfile
+from subagents.process_waiter import WaitedProcess, spawn_waited
 from subagents.processes import (
     Piped,
     ProcessTracker,
     have_pidfds,
-    kill_group,
     open_pipe_reader,
     reap,
     reap_later,
@@ -319,28 +322,25 @@ async def _run_command(
         raise
     finally:
         os.close(write_fd)  # the shell holds its own copy; ours would keep the pipe open forever
-    pgid = proc.pid  # start_new_session: the shell leads a new group with its own PID
-    ctx.processes.add(pgid)
+    ctx.processes.add(proc.pid)  # start_new_session: the shell leads a group of its own PID
     output = CommandOutput()
     transport: asyncio.BaseTransport | None = None
     pump: asyncio.Task[None] | None = None
     try:
         reader, transport = await open_pipe_reader(read_fd)
         pump = asyncio.create_task(
-            _pump(reader, output, command, progress), name=f"bash-output-{pgid}"
+            _pump(reader, output, command, progress), name=f"bash-output-{proc.pid}"
         )
-        timed_out = await _supervise(proc, pgid, pump, timeout_ms / 1000)
+        timed_out = await _supervise(proc, ctx.processes, pump, timeout_ms / 1000)
     except BaseException:
-        kill_group(pgid, signal.SIGKILL)
-        await _reap_quietly(proc)
+        proc.kill_group(signal.SIGKILL)
+        await _reap_quietly(proc, ctx.processes)
         raise
     finally:
         if pump is not None:
             pump.cancel()
         if transport is not None:
             transport.close()
-        if proc.returncode is not None:
-            ctx.processes.discard(pgid)
     return CommandRun(output=output, exit_code=_exit_code(proc.returncode), timed_out=timed_out)
 
 
@@ -366,61 +366,74 @@ async def start_shell(command: str, ctx: ToolContext, out_fd: int | None = None)
         raise ToolError(f"Cannot start /bin/bash in working directory {ctx.cwd}: {exc}") from exc
 
 
-async def spawn_shell(command: str, ctx: ToolContext, out_fd: int) -> asyncio.subprocess.Process:
+async def spawn_shell(command: str, ctx: ToolContext, out_fd: int) -> WaitedProcess:
     """``/bin/bash -c command`` in the agent's folder and env, stdin closed, stdout and stderr
-    to ``out_fd``, leading its own process group (so one ``killpg`` reaches all it starts)."""
-    try:
-        return await retry_on_emfile(
-            lambda: asyncio.create_subprocess_exec(
-                "/bin/bash",
-                "-c",
-                command,
-                cwd=ctx.cwd,
-                env={**os.environ, **ctx.env},
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=out_fd,
-                stderr=out_fd,
-                start_new_session=True,
-            )
+    to ``out_fd``, leading its own process group (so one ``killpg`` reaches all it starts),
+    where there are no pidfds: waited for without being reaped (``process_waiter``), so its
+    group is signalled only while its id is still the shell's."""
+
+    async def start() -> WaitedProcess:
+        return spawn_waited(
+            ("/bin/bash", "-c", command),
+            cwd=ctx.cwd,
+            env={**os.environ, **ctx.env},
+            stdout=out_fd,
+            stderr=out_fd,
+            new_session=True,
         )
+
+    try:
+        return await retry_on_emfile(start)
     except OSError as exc:
         raise ToolError(f"Cannot start /bin/bash in working directory {ctx.cwd}: {exc}") from exc
 
 
 async def _supervise(
-    proc: asyncio.subprocess.Process, pgid: int, pump: asyncio.Task[None], limit_s: float
+    proc: WaitedProcess,
+    tracker: ProcessTracker,
+    pump: asyncio.Task[None],
+    limit_s: float,
 ) -> bool:
-    """Wait for the shell within the limit, then clear the group; True when it timed out."""
+    """Wait for the shell within the limit, clear its group, reap it; True when it timed out."""
     timed_out = False
     try:
-        await asyncio.wait_for(proc.wait(), limit_s)
+        await asyncio.wait_for(asyncio.shield(proc.exited), limit_s)
     except TimeoutError:
         timed_out = True
-        await _terminate(proc, pgid)
-    # Let late writers flush, then stop whatever the shell left running (`cmd &`).
+        await _terminate(proc)
+    # Let late writers flush, then stop whatever the shell left running (`cmd &`): before the
+    # reap, while the shell's PID is still its group's id.
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(pump), _LEFTOVER_GRACE_S)
-    kill_group(pgid, signal.SIGKILL)
+    proc.kill_group(signal.SIGKILL)
+    tracker.discard(proc.pid)
+    proc.reap()
     with contextlib.suppress(TimeoutError):
         # A process that escaped the group (setsid) may hold the pipe; stop reading then.
         await asyncio.wait_for(pump, _DRAIN_LIMIT_S)
     return timed_out
 
 
-async def _terminate(proc: asyncio.subprocess.Process, pgid: int) -> None:
+async def _terminate(proc: WaitedProcess) -> None:
     """SIGTERM the group so programs can clean up; SIGKILL it if the shell outlasts the grace."""
-    kill_group(pgid, signal.SIGTERM)
+    proc.kill_group(signal.SIGTERM)
     try:
-        await asyncio.wait_for(proc.wait(), _TERM_GRACE_S)
+        await asyncio.wait_for(asyncio.shield(proc.exited), _TERM_GRACE_S)
     except TimeoutError:
-        kill_group(pgid, signal.SIGKILL)
-        await proc.wait()
+        proc.kill_group(signal.SIGKILL)
+        await asyncio.shield(proc.exited)
 
 
-async def _reap_quietly(proc: asyncio.subprocess.Process) -> None:
-    """Reap a killed shell while unwinding a cancellation; bounded, and immune to a second one."""
+async def _reap_quietly(proc: WaitedProcess, tracker: ProcessTracker) -> None:
+    """Reap a killed shell while unwinding a cancellation; bounded (one stuck past its SIGKILL
+    is reaped by its waiter when it goes), and immune to a second cancellation."""
+    tracker.discard(proc.pid)  # the SIGKILL is sent; from the reap on it is no group
     with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-        await asyncio.wait_for(asyncio.shield(proc.wait()), _DRAIN_LIMIT_S)
+        await asyncio.wait_for(asyncio.shield(proc.exited), _DRAIN_LIMIT_S)
+    if proc.exited.done():
+        proc.reap()
+    else:
+        proc.abandon()
 
 
 async def _pump(
