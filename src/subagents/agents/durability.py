@@ -55,8 +55,7 @@ def started(records: DurableRecords, job: AgentJob, state: TaskState) -> None:
         else None
     )
     if template is not None:
-        values = from_template(template, job, state)
-        records.started(template.record(values), template.encode(values))
+        records.start_from(template, from_template(template, job, state))
         return
     record = build_record(
         job,
@@ -123,23 +122,28 @@ def backgrounded(records: DurableRecords, agent_id: str, output_path: str | None
 
 def finished(records: DurableRecords, run: AgentRun, state: TaskState) -> Written:
     """The terminal write; await it before the notification is queued."""
-    changes: dict[str, Any] = {
-        "status": state.status,
-        "result": new_frozen(  # (every field given: no frozen ``__init__``, see ``frozen``)
-            RunResult, {"text": run.result_text, "reason": run.reason, "error": state.error}
-        ),
-        "stats": run_stats(run),
-        "notified": run.is_background,
-        "resumable": True,
-    }
-    if run.worktree_outcome is not None and run.worktree_outcome.get("path"):
-        kept = bool(run.worktree_outcome.get("kept"))
-        changes["worktree"] = WorktreeInfo(
-            path=str(run.worktree_outcome["path"]),
-            branch=str(run.worktree_outcome.get("branch") or ""),
+    result = new_frozen(  # (every field given: no frozen ``__init__``, see ``frozen``)
+        RunResult, {"text": run.result_text, "reason": run.reason, "error": state.error}
+    )
+    stats = run_stats(run)
+    outcome = run.worktree_outcome
+    if outcome is None or not outcome.get("path"):
+        # (positional: the changes a terminal write of a child without a worktree makes)
+        return records.terminal(run.agent_id, state.status, result, stats, run.is_background, True)
+    kept = bool(outcome.get("kept"))
+    return records.finished(
+        run.agent_id,
+        status=state.status,
+        result=result,
+        stats=stats,
+        notified=run.is_background,
+        resumable=True,
+        worktree=WorktreeInfo(
+            path=str(outcome["path"]),
+            branch=str(outcome.get("branch") or ""),
             outcome="kept" if kept else "removed",
-        )
-    return records.finished(run.agent_id, **changes)
+        ),
+    )
 
 
 def build_record(

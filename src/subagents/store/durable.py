@@ -48,9 +48,13 @@ from subagents.store.records import (
     NO_RESULT,
     NO_STATS,
     SCHEMA_VERSION,
+    TERMINAL_STATUSES,
     ConfigSnapshot,
+    RunResult,
+    RunStats,
     SidecarRecord,
     apply_changes,
+    terminal_record,
 )
 from subagents.store.writer import DurableWriter
 
@@ -116,6 +120,9 @@ class DurableRecords:
     _templates: dict[tuple[object, ...], RunningTemplate] = field(default_factory=dict)
     """``running_template``'s templates (each keeps its config: an id is never reused while its
     entry lives), at most ``SHARED_CONFIGS``."""
+    _started_from: dict[str, RunningTemplate] = field(default_factory=dict)
+    """The template each running child's record was made from (``start_from``), for its
+    terminal write's bytes (``terminal``); dropped when the record is terminal."""
 
     def __post_init__(self) -> None:
         if isinstance(self.store, OwnerWrites):
@@ -138,6 +145,16 @@ class DurableRecords:
         # The record was just written with lastActiveAt = now: the throttle starts here, so the
         # child's first turns do not pay for an activity write that says nothing new.
         self._last_touch[record.agent_id] = time.monotonic()
+        return future
+
+    def start_from(self, template: RunningTemplate, values: dict[str, Any]) -> Written:
+        """``started`` of the record ``template`` makes from ``values`` (a copy of
+        ``template.values`` with the child's own fields set), its bytes the template's; the
+        template is kept for the child's terminal write (``terminal``)."""
+        record = template.record(values)
+        future = self.started(record, template.encode(values))
+        if self._owner is not None:
+            self._started_from[record.agent_id] = template
         return future
 
     def shared_config(self, config: ConfigSnapshot) -> ConfigSnapshot:
@@ -241,6 +258,7 @@ class DurableRecords:
         updated = apply_changes(current, changes, now=time.time())
         if updated.is_terminal:
             del self._latest[agent_id]
+            self._started_from.pop(agent_id, None)
         else:
             self._latest[agent_id] = updated
         return self._own(OwnedWrite(updated, encode_record(updated)))
@@ -250,6 +268,42 @@ class DurableRecords:
         parent is told."""
         self._last_touch.pop(agent_id, None)
         return self._change(agent_id, changes)
+
+    def terminal(
+        self,
+        agent_id: str,
+        status: str,
+        result: RunResult,
+        stats: RunStats,
+        notified: bool,
+        resumable: bool,
+    ) -> Written:
+        """``finished(agent_id, status=status, result=result, stats=stats, notified=notified,
+        resumable=resumable)`` — a child's terminal write — without a changes dict on the
+        owner's path: the record by ``records.terminal_record``, its bytes from the template
+        the child started from when it did (``RunningTemplate.encode_terminal``). The same
+        record and bytes (``tests/test_terminal_record.py``)."""
+        self._last_touch.pop(agent_id, None)
+        template = self._started_from.pop(agent_id, None)
+        current = self._latest.get(agent_id)
+        if current is None:
+            changes = {
+                "status": status,
+                "result": result,
+                "stats": stats,
+                "notified": notified,
+                "resumable": resumable,
+            }
+            return self._call(BatchOp("update", (agent_id,), changes))
+        updated = terminal_record(current, status, result, stats, notified, resumable, time.time())
+        if updated.status in TERMINAL_STATUSES:  # (``is_terminal`` without its call)
+            del self._latest[agent_id]
+        else:
+            self._latest[agent_id] = updated
+            if template is not None:
+                self._started_from[agent_id] = template
+        data = None if template is None else template.encode_terminal(updated)
+        return self._own(OwnedWrite(updated, encode_record(updated) if data is None else data))
 
     async def drain(self) -> None:
         """Every write queued so far is done (hand the pending ones over first)."""

@@ -24,7 +24,15 @@ from typing import Any
 import orjson
 
 from subagents import json_codec
-from subagents.store.records import NO_RESULT, NO_STATS, SidecarRecord
+from subagents.store.records import (
+    NO_RESULT,
+    NO_STATS,
+    Lineage,
+    RunResult,
+    RunStats,
+    SidecarRecord,
+    TokenUsage,
+)
 
 SHARED_PARTS = 64
 """Shared parts (configs, process identities) whose bytes are kept; past it the cache is
@@ -122,7 +130,19 @@ class RunningTemplate:
     instead of 26: ``encode`` gives ``encode_record``'s bytes of the record ``values`` makes
     (``tests/test_running_template.py`` compares the two for every shape)."""
 
-    __slots__ = ("_agent_type", "_config", "_ended", "_flags", "_schema", "_status", "values")
+    __slots__ = (
+        "_agent_type",
+        "_config",
+        "_ended",
+        "_flags",
+        "_form",
+        "_process",
+        "_schema",
+        "_status",
+        "_terminal_flags",
+        "_terminal_status",
+        "values",
+    )
 
     def __init__(self, shared: dict[str, Any]) -> None:
         """``shared``: every field of ``SidecarRecord`` but ``OWN_FIELDS``. Raises
@@ -144,6 +164,11 @@ class RunningTemplate:
         self._status = _run(form, _STATUS_RUN)
         self._ended = _run(form, _ENDED_RUN)
         self._flags = _run(form, _FLAGS_RUN)
+        self._form = form
+        process = form["process"]  # (encodable: the run from ``endedAt`` holds it)
+        self._process = None if process is None else orjson.Fragment(orjson.dumps(process))
+        self._terminal_status: dict[str, orjson.Fragment] = {}
+        self._terminal_flags: dict[tuple[bool, bool], orjson.Fragment] = {}
 
     def record(self, values: dict[str, Any]) -> SidecarRecord:
         """The record whose own dict is ``values``: a copy of ``self.values`` with the child's
@@ -185,6 +210,106 @@ class RunningTemplate:
         except TypeError:
             return None
 
+    def encode_terminal(self, record: SidecarRecord) -> bytes | None:
+        """``encode_record(record)`` for a later version of a record made from this template —
+        a child's terminal record (``DurableRecords.terminal``) — from a 19-key form: the
+        status run and the flags run (``notified`` to ``resumable``) as fragments made once per
+        status and per ``(notified, resumable)``, the config and the owner's identity as the
+        running record's fragments, the lineage, result and stats forms built here (their
+        ``to_dict``'s, without a call each). Only while every shared field the bytes take from
+        the template is still the template's very object (a change since the start replaced
+        none): else, or when ``orjson`` refuses a value, None — then ``encode_record``.
+        ``tests/test_terminal_record.py`` compares the two."""
+        if type(record) is not SidecarRecord:
+            return None
+        own = record.__dict__
+        shared = self.values
+        if not (
+            own["schema_version"] is shared["schema_version"]
+            and own["agent_type"] is shared["agent_type"]
+            and own["session_id"] is shared["session_id"]
+            and own["project_path"] is shared["project_path"]
+            and own["parent_agent_id"] is shared["parent_agent_id"]
+            and own["is_background"] is shared["is_background"]
+            and own["config"] is shared["config"]
+            and own["process"] is shared["process"]
+            and own["worktree"] is None
+            and shared["worktree"] is None
+            and own["stop_requested"] is shared["stop_requested"]
+            and own["restart_recovery"] is shared["restart_recovery"]
+        ):
+            return None
+        lineage, result, stats = own["lineage"], own["result"], own["stats"]
+        if type(lineage) is not Lineage or type(result) is not RunResult:
+            return None
+        if type(stats) is not RunStats or type(stats.usage) is not TokenUsage:
+            return None
+        status = own["status"]
+        if type(status) is not str:
+            return None
+        status_run = self._terminal_status.get(status)
+        if status_run is None:
+            if status not in _KNOWN_STATUSES:
+                return None
+            status_run = self._terminal_status[status] = _run(
+                {**self._form, "status": status}, _STATUS_RUN
+            )
+        notified, resumable = own["notified"], own["resumable"]
+        if type(notified) is not bool or type(resumable) is not bool:
+            return None
+        flags_run = self._terminal_flags.get((notified, resumable))
+        if flags_run is None:
+            flags_run = self._terminal_flags[(notified, resumable)] = _run(
+                {**self._form, "notified": notified, "resumable": resumable}, _FLAGS_RUN
+            )
+        usage = stats.usage
+        stats_form: dict[str, Any] = {  # ``RunStats.to_dict``
+            "numTurns": stats.num_turns,
+            "totalToolUseCount": stats.total_tool_use_count,
+            "totalTokens": stats.total_tokens,
+            "usage": {  # ``TokenUsage.to_dict``
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+                "cache_read_input_tokens": usage.cache_read_input_tokens,
+            },
+            "totalDurationMs": stats.total_duration_ms,
+        }
+        if stats.cost_usd:
+            stats_form["costUsd"] = stats.cost_usd
+        form = {  # the key order of ``SidecarRecord.to_dict``, the shared runs as fragments
+            "schemaVersion": self._schema,
+            "agentId": own["agent_id"],
+            "agentType": self._agent_type,
+            "description": own["description"],
+            "prompt": own["prompt"],
+            "status": status_run,
+            "toolUseId": own["tool_use_id"],
+            "lineage": {  # ``Lineage.to_dict``
+                "rootAgentId": lineage.root_agent_id,
+                "resumedFrom": lineage.resumed_from,
+                "resumeDepth": lineage.resume_depth,
+            },
+            "config": self._config,
+            "createdAt": own["created_at"],
+            "lastActiveAt": own["last_active_at"],
+            "endedAt": own["ended_at"],
+            "process": self._process,
+            "result": {"text": result.text, "reason": result.reason, "error": result.error},
+            "stats": stats_form,
+            "worktree": None,
+            "outputPath": own["output_path"],
+            "transcriptPath": own["transcript_path"],
+            "notified": flags_run,
+        }
+        try:
+            return orjson.dumps(form) + b"\n"
+        except TypeError:
+            return None
+
+
+_KNOWN_STATUSES = frozenset({"running", "completed", "failed", "killed"})
+"""The statuses whose status run a template keeps (a record holds one of them as a rule)."""
 
 _STATUS_RUN = ("status", "sessionId", "projectPath", "parentAgentId", "isBackground")
 _ENDED_RUN = ("endedAt", "process", "result", "stats", "worktree")

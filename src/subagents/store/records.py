@@ -427,6 +427,54 @@ def apply_changes(
     return _update(record, changes, now=now)[0]
 
 
+def terminal_record(
+    record: SidecarRecord,
+    status: str,
+    result: RunResult,
+    stats: RunStats,
+    notified: bool,
+    resumable: bool,
+    now: float,
+) -> SidecarRecord:
+    """``apply_changes(record, {"status": status, "result": result, "stats": stats,
+    "notified": notified, "resumable": resumable}, now=now)`` — a child's terminal write — with
+    its checks made in line when every value is plain (``_PLAIN_VALUE``): no changes dict, no
+    field-name set operations, no look-up and call per field (the five field names are known
+    valid and none is immutable). Anything else — a record already terminal, a status that is
+    not terminal, a value not plain — takes ``apply_changes`` itself, which refuses, normalises
+    or raises as it always did. ``tests/test_terminal_record.py`` compares the two."""
+    if (
+        type(record) is SidecarRecord
+        and record.status not in TERMINAL_STATUSES
+        and type(status) is str
+        and status in TERMINAL_STATUSES
+        and type(notified) is bool
+        and type(resumable) is bool
+        and type(now) is float
+        and now == now  # NaN: the checked path
+        and _plain_result(result)
+        and _plain_stats(stats)
+    ):
+        fields = record.__dict__.copy()  # ``_plain_update``: ``replace`` without ``__init__``
+        fields["status"] = status
+        fields["result"] = result
+        fields["stats"] = stats
+        fields["notified"] = notified
+        fields["resumable"] = resumable
+        fields["ended_at"] = now
+        updated = object.__new__(SidecarRecord)
+        object.__setattr__(updated, "__dict__", fields)
+        return updated
+    changes = {
+        "status": status,
+        "result": result,
+        "stats": stats,
+        "notified": notified,
+        "resumable": resumable,
+    }
+    return apply_changes(record, changes, now=now)
+
+
 def changed_record(
     record: SidecarRecord, changes: Mapping[str, Any], *, now: float
 ) -> tuple[SidecarRecord, dict[str, Any]]:
