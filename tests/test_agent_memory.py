@@ -126,3 +126,69 @@ def test_the_index_is_bounded_and_names_are_safe_folders(tmp_path: Path) -> None
     assert folder_name("noter") == "noter"
     assert "/" not in folder_name("../x") and folder_name("../x") != folder_name("..-x")
     assert folder_name("Python Testing Expert").startswith("Python-Testing-Expert-")
+
+
+def _noter_from_cli(scope: str = "project") -> str:
+    """The agent as ``--agents`` JSON: found without reading a (linked) ``.claude`` folder."""
+    return json.dumps(
+        {"noter": {"description": "Keeps notes", "prompt": "You keep notes.", "memory": scope}}
+    )
+
+
+def _tree(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_a_linked_claude_folder_makes_nothing_outside_the_project(tmp_path: Path) -> None:
+    """A repository whose ``.claude`` (or ``.claude/agent-memory``) is a symlink out of it: the
+    memory is refused with a warning and nothing is created where the link leads. Before,
+    ``mkdir`` ran first: ``.claude/agent-memory`` linked out got ``noter/`` made there before
+    the check refused it; ``.claude`` linked out passed the check (it was measured against the
+    link's own target) and the agent wrote its memory there."""
+    for linked in (".claude", ".claude/agent-memory"):
+        case = tmp_path / linked.replace("/", "_")
+        root, elsewhere = case / "proj", case / "elsewhere"
+        root.mkdir(parents=True)
+        elsewhere.mkdir()
+        (root / ".git").mkdir()
+        (root / linked).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(elsewhere, root / linked)
+        note = tool_call("Write", file_path="{{capture.folder}}/MEMORY.md", content="pwned")
+        child = child_entry({"tool_calls": [note]}, {"text": "ok"})
+        child["turns"][0]["capture"] = {"folder": r"memory folder, (\S+) \("}
+        script = write_script(root, [main_entry(), child])
+        run = run_script(script, root, "--agents", _noter_from_cli(), output_format="stream-json")
+        assert run.code == 0, run.stderr
+        warnings = [e["message"] for e in run.events() if e.get("subtype") == "warning"]
+        assert any("leads outside" in w and "noter" in w for w in warnings), (linked, warnings)
+        assert "Persistent agent memory" not in child_requests(root)[0]["system"]
+        assert _tree(elsewhere) == [], linked
+
+
+def test_links_that_stay_where_the_memory_belongs_are_followed(tmp_path: Path) -> None:
+    """A link inside the base (``.claude/agent-memory`` to ``.claude/notes``) and a user's own
+    linked ``~/.claude`` (dotfiles) are followed as before; a link below the base to the rest
+    of the project (``noter`` to the project's root) is refused: the memory agent may write
+    anywhere in its folder whatever its mode says."""
+    root = tmp_path / "proj"
+    (root / ".claude" / "notes").mkdir(parents=True)
+    os.symlink("notes", root / ".claude" / "agent-memory")
+    dotfiles, home = tmp_path / "dotfiles", tmp_path / "home"
+    dotfiles.mkdir()
+    home.mkdir()
+    os.symlink(dotfiles, home / ".claude")
+    script = write_script(root, [main_entry(), child_entry({"text": "ok"})])
+    for scope, where in (
+        ("project", root / ".claude" / "notes" / "noter"),
+        ("user", dotfiles / "agent-memory" / "noter"),
+    ):
+        run = run_script(script, root, "--agents", _noter_from_cli(scope), env={"HOME": str(home)})
+        assert run.code == 0, run.stderr
+        assert where.is_dir(), scope
+        assert str(where) in child_requests(root)[-1]["system"], scope
+    (root / ".claude" / "notes" / "noter").rmdir()
+    os.symlink(root, root / ".claude" / "notes" / "noter")
+    run = run_script(script, root, "--agents", _noter_from_cli(), output_format="stream-json")
+    warnings = [e["message"] for e in run.events() if e.get("subtype") == "warning"]
+    assert any("leads outside" in w for w in warnings), warnings
+    assert "Persistent agent memory" not in child_requests(root)[-1]["system"]

@@ -15,6 +15,7 @@ work only there.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -138,28 +139,96 @@ def open_memory(
     subagents_home: Path,
     load_index: bool = True,
 ) -> AgentMemory:
-    """Create (if needed) and check the memory folder; read its index. ``MemoryFolderError`` when
-    the folder leads outside its base (a symlink) or cannot be made."""
+    """Check and create (if needed) the memory folder; read its index. ``MemoryFolderError``
+    when the folder leads outside where it must be (a symlink) or cannot be made.
+
+    Where it must be: inside its base (``.claude``, ``.subagents``), and for ``project`` and
+    ``local`` the base inside the project — a repository's own ``.claude`` that is a symlink
+    out of it is refused, and nothing is created through it; for ``user`` the base is the
+    user's own (``~/.claude``, ``$SUBAGENTS_HOME``), which may itself be a link of theirs. Each
+    folder on the way is made and opened by descriptor, relative to its parent's
+    (``_open_inside``): the check is of the folder actually opened, before anything is made in
+    it, so no link swapped in meanwhile can lead a ``mkdir`` elsewhere."""
     if scope not in _SCOPES:
         raise MemoryFolderError(f"memory: {scope!r} is not one of user, project, local")
     base = memory_base(
         definition, scope, cwd=cwd, user_home=user_home, subagents_home=subagents_home
     )
     kind = "agent-memory-local" if scope == "local" else "agent-memory"
-    folder = base / kind / folder_name(definition.name)
+    parts: tuple[str, ...] = (kind, folder_name(definition.name))
+    folder = base.joinpath(*parts)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        resolved, resolved_base = folder.resolve(strict=True), base.resolve(strict=True)
+        if scope == "user":
+            base.mkdir(parents=True, exist_ok=True)
+            anchor, base_parts = base.resolve(strict=True), 0
+        else:
+            anchor, parts, base_parts = base.parent.resolve(strict=True), (base.name, *parts), 1
+        resolved = _open_inside(anchor, parts, base_parts=base_parts)
+    except _Outside:
+        raise MemoryFolderError(
+            f"memory folder {folder} leads outside {anchor} (a symlink); not used"
+        ) from None
     except OSError as exc:
         raise MemoryFolderError(f"memory folder {folder} cannot be used: {exc}") from None
-    if not resolved.is_dir() or not is_inside(resolved, resolved_base):
-        raise MemoryFolderError(
-            f"memory folder {folder} leads outside {base} (a symlink); not used"
-        )
     if not load_index:
         return AgentMemory(scope=scope, folder=resolved)
     index, truncated = read_index(resolved / INDEX_FILE)
     return AgentMemory(scope=scope, folder=resolved, index=index, index_truncated=truncated)
+
+
+class _Outside(Exception):
+    """A folder on the way is a symlink that leads out of the anchor."""
+
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _open_inside(anchor: Path, parts: tuple[str, ...], *, base_parts: int) -> Path:
+    """Make (if missing) and open each of ``parts`` below ``anchor`` in turn, relative to the
+    descriptor of the one before, never by a path. A part that is a symlink is followed only
+    where the folder it opened is still inside the root (read from ``/proc/self/fd``; where
+    there is none, not at all): the root is ``anchor`` for the first ``base_parts`` (the scope's
+    base, ``.claude``), then the base as opened, so a link below the base cannot lead to the
+    rest of the project either. ``_Outside`` when one is not inside; OSError when one cannot be
+    made or is not a folder. The real path of the last."""
+    root = anchor
+    fd = os.open(anchor, _DIRECTORY)
+    try:
+        for number, part in enumerate(parts):
+            try:
+                os.mkdir(part, dir_fd=fd)  # never through a link: one in the way is EEXIST
+            except FileExistsError:
+                pass
+            try:
+                child = os.open(part, _DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                # A link is ELOOP, or ENOTDIR with O_DIRECTORY (Linux): which, ask the entry.
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not _is_link(part, fd):
+                    raise
+                child = os.open(part, _DIRECTORY, dir_fd=fd)
+                real = _real_path(child)
+                if real is None or not is_inside(real, root):
+                    os.close(child)
+                    raise _Outside from None
+            os.close(fd)
+            fd = child
+            if number + 1 == base_parts:
+                root = _real_path(fd) or root.joinpath(*parts[:base_parts])
+        return _real_path(fd) or anchor.joinpath(*parts)
+    finally:
+        os.close(fd)
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+
+
+def _real_path(fd: int) -> Path | None:
+    """Where the folder open as ``fd`` is (Linux's ``/proc``), else None."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return None
 
 
 def read_index(path: Path) -> tuple[str, bool]:
