@@ -1,6 +1,6 @@
 """The per-child run objects built field by field (``agent_run.new_run``, ``new_frame``,
-``new_job``, ``query.new_stats``, ``new_loop_spec``, ``new_outcome``, ``events.new_ref``) are
-what their classes' keyword calls build (``builders.check_builder``: random values, every
+``new_job``, ``query.new_stats``, ``new_loop_spec``, ``new_outcome``, ``events.new_ref``,
+``tools.base.new_context``) are what their classes' keyword calls build (``builders.check_builder``: random values, every
 field, the class's order), and a session's children get runs of their own calls' values."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from subagents.loop.query import (
 )
 from subagents.session import Session, SessionOptions
 from subagents.testing import ScriptedModel
+from subagents.tools.base import ToolContext, new_context
 
 
 def test_new_run_builds_what_the_keyword_call_builds() -> None:
@@ -49,6 +50,10 @@ def test_new_loop_spec_builds_what_the_keyword_call_builds() -> None:
 
 def test_new_outcome_builds_what_the_keyword_call_builds() -> None:
     check_builder(new_outcome, LoopOutcome)
+
+
+def test_new_context_builds_what_the_keyword_call_builds() -> None:
+    check_builder(new_context, ToolContext)
 
 
 def test_new_ref_builds_what_the_keyword_call_builds() -> None:

@@ -34,6 +34,7 @@ from subagents.tools.base import (
     RunningAgent,
     ToolContext,
     ToolServices,
+    new_context,
 )
 
 
@@ -54,7 +55,7 @@ def create_subagent_context(
     ``transcript`` is the child's transcript path (or its text) when the caller knows it already
     (None: it has none); by default (``"ask"``) it is asked of ``services``."""
     child_cwd = cwd or parent.cwd
-    return ToolContext(
+    return new_context(
         cwd=child_cwd,
         roots=roots if roots is not None else (parent.roots if cwd is None else (child_cwd,)),
         abort=abort,

@@ -300,6 +300,49 @@ class ToolContext:
     """Told about each tool call and permission decision (telemetry; None: off, free)."""
 
 
+def new_context(
+    *,
+    cwd: Path,
+    roots: tuple[Path, ...],
+    abort: AbortSignal,
+    agent: AgentRef,
+    emit: EventSink,
+    processes: ProcessTracker,
+    read_files: dict[str, int],
+    can_use_tool: CanUseTool | None,
+    read_guard: ReadGuard | None,
+    hooks: LoopHooks | None,
+    env: dict[str, str],
+    services: ToolServices | None,
+    owner: RunningAgent | None,
+    observer: RunObserver | None,
+) -> ToolContext:
+    """``ToolContext(cwd=..., ...)`` with every field set directly: each child's context is
+    one (``agents.context.create_subagent_context``), and a class called with fourteen keywords
+    packs them into a dict and unpacks it for ``__init__`` (docs/performance.md, session 15).
+    The fields in the class's order; a field added to the class fails
+    ``tests/test_run_builders.py`` until it is set here too."""
+    ctx: ToolContext = _new(ToolContext)
+    ctx.cwd = cwd
+    ctx.roots = roots
+    ctx.abort = abort
+    ctx.agent = agent
+    ctx.emit = emit
+    ctx.processes = processes
+    ctx.read_files = read_files
+    ctx.can_use_tool = can_use_tool
+    ctx.read_guard = read_guard
+    ctx.hooks = hooks
+    ctx.env = env
+    ctx.services = services
+    ctx.owner = owner
+    ctx.observer = observer
+    return ctx
+
+
+_new = object.__new__
+
+
 class Tool(ABC, Generic[InputT]):
     """Base class of every tool. Subclasses set the class variables and implement ``call``."""
 
