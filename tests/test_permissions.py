@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -802,3 +803,24 @@ def test_a_childs_checker_carries_every_field_but_its_context_and_placement(
             assert getattr(child, item.name) is getattr(parent, item.name), item.name
     child.context = derive_child(context, requested_mode="default")
     assert parent.context.mode == "acceptEdits"  # a child's own context changes alone
+    assert child in parent.family and parent in child.family
+
+
+def test_a_childs_checker_sets_each_field_from_its_own(tmp_path: Path) -> None:
+    """Every field set on the child, each from the parent's field of that name (a distinct
+    object per field, so two swapped show; a field the class has and ``for_child`` does not
+    set shows too, where a default the class keeps would hide it from ``getattr``), in the
+    class's order."""
+    from dataclasses import fields
+
+    names = [item.name for item in fields(PermissionChecker)]
+    values: dict[str, Any] = {name: object() for name in names}
+    values["context"] = PermissionContext(project_root=tmp_path)
+    values["family"] = weakref.WeakSet()
+    parent = PermissionChecker(**values)
+    context, background = object(), object()
+    child = parent.for_child(context, background=background)  # type: ignore[arg-type]
+    assert list(vars(child)) == list(vars(parent)) == names
+    for name in names:
+        expected = {"context": context, "background": background}.get(name, values[name])
+        assert vars(child)[name] is expected, name

@@ -200,11 +200,22 @@ class PermissionChecker:
     ) -> PermissionChecker:
         """A checker for a child: its own context, the same prompt channel and denial book.
         Every field is carried over (``dataclasses.replace`` without its per-field argument
-        handling and ``__init__``: a checker per child of a 1,000-child swarm)."""
-        child = object.__new__(type(self))
-        child.__dict__.update(self.__dict__)
-        child.context, child.background = context, background
-        self.family.add(child)
+        handling and ``__init__``: a checker per child of a 1,000-child swarm), one store
+        each in the class's order: an update of the new object's ``__dict__`` made it a dict
+        of its own (8.6 k instructions against 4.7 k; its attributes then read through that
+        dict, not the class's shared key table). ``tests/test_permissions.py`` checks every
+        field is carried, so a field added to the class must be added here."""
+        child = _new(type(self))
+        child.context = context
+        child.ask_callback = self.ask_callback
+        child.ask_timeout = self.ask_timeout
+        child.background = background
+        child.route_background_asks = self.route_background_asks
+        child.denial_limits = self.denial_limits
+        child.trackers = self.trackers
+        child.denied = self.denied
+        child.family = family = self.family
+        family.add(child)
         return child
 
     def apply_updates(self, updates: list[Any], warn: Callable[[str], None]) -> None:
@@ -299,6 +310,9 @@ class PermissionChecker:
         if granted:
             return Decision(behavior="allow", subject=subject), None
         return _deny(f"Permission to use {subject} was denied by the user."), None
+
+
+_new = object.__new__
 
 
 def _quiet(_warning: str) -> None:
