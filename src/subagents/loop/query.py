@@ -58,7 +58,7 @@ from subagents.messages import (
     text_block,
     user_message,
 )
-from subagents.models.base import MessageDone, ModelError, ModelRequest, RequestMetadata
+from subagents.models.base import MessageDone, ModelError, new_metadata, new_request
 from subagents.models.pricing import FREE
 from subagents.models.retry import ModelCaller
 from subagents.tools.base import Tool, ToolContext
@@ -334,14 +334,15 @@ class _Loop:
         """Whether any limit is set (no budget: no check before each call)."""
         if self.compact_at != _NEVER and not self.stats.context_tokens:
             self.stats.context_tokens = history_tokens(spec.system, spec.messages)
-        self.request = ModelRequest(
+        agent = self.ctx.agent
+        self.request = new_request(
             model="",
             system=spec.system,
             messages=spec.messages,
             tools=self.schemas,
-            metadata=RequestMetadata(
-                agent_id=self.ctx.agent.agent_id,
-                agent_type=self.ctx.agent.agent_type,
+            metadata=new_metadata(
+                agent_id=agent.agent_id,
+                agent_type=agent.agent_type,
                 prompt=spec.prompt,
                 team_name=spec.team_name,
                 name=spec.member_name,

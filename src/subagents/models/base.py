@@ -90,6 +90,50 @@ class ModelRequest:
     abort: AbortSignal | None = None
 
 
+def new_metadata(
+    *, agent_id: str, agent_type: str, prompt: str, team_name: str | None, name: str | None
+) -> RequestMetadata:
+    """``RequestMetadata(agent_id=..., ...)`` of these fields (``compaction`` 0) with every
+    field set directly: each agent's loop makes one, and a class called with keywords packs
+    them into a dict and unpacks it for ``__init__`` (docs/performance.md, session 15).
+    ``tests/test_run_builders.py`` holds it to the class."""
+    metadata: RequestMetadata = _new(RequestMetadata)
+    metadata.agent_id = agent_id
+    metadata.agent_type = agent_type
+    metadata.prompt = prompt
+    metadata.compaction = 0
+    metadata.team_name = team_name
+    metadata.name = name
+    return metadata
+
+
+def new_request(
+    *,
+    model: str,
+    system: str,
+    messages: list[Message],
+    tools: list[ToolSchema],
+    metadata: RequestMetadata,
+    max_tokens: int,
+    thinking: dict[str, Any] | None,
+    abort: AbortSignal | None,
+) -> ModelRequest:
+    """``ModelRequest(model=..., ...)`` with every field set directly: each agent's loop makes
+    one (and sends it on every call), and a class called with eight keywords packs them into a
+    dict and unpacks it for ``__init__`` (docs/performance.md, session 15).
+    ``tests/test_run_builders.py`` holds it to the class."""
+    request: ModelRequest = _new(ModelRequest)
+    request.model = model
+    request.system = system
+    request.messages = messages
+    request.tools = tools
+    request.metadata = metadata
+    request.max_tokens = max_tokens
+    request.thinking = thinking
+    request.abort = abort
+    return request
+
+
 @dataclass(kw_only=True, slots=True)
 class TextDelta:
     """A piece of the answer's text, as it streams."""
