@@ -154,14 +154,14 @@ class PermissionChecker:
         call by the mode alone (``decide``'s read-only step, which telemetry does not record),
         counted as that allow is; False sends the call to ``__call__`` (a tripped breaker, a
         tool the agent does not hold, Bash, any deny or ask rule, a call that is not
-        read-only). An agent's first call makes its tracker, as ``__call__`` would (a fresh
-        one is not tripped): a coordinator's first response — a swarm's launches — is answered
-        at once too (``scheduling._answer_at_once``)."""
-        agent_id = ctx.agent.agent_id
-        tracker = self.trackers.get(agent_id)
-        if tracker is None:
-            tracker = self.tracker(agent_id)
-        elif tracker.tripped:
+        read-only). An agent with no tracker yet — no call of it was awaited — is answered
+        too, and gets none: a fresh tracker is not tripped and an allow leaves its counts as
+        they are (none in a row, none in all), so ``tracker`` makes the same one at the first
+        awaited call. A coordinator's first response — a swarm's launches — is answered at
+        once (``scheduling._answer_at_once``), and a child all of whose calls are allowed at
+        once never makes one."""
+        tracker = self.trackers.get(ctx.agent.agent_id)
+        if tracker is not None and tracker.tripped:
             return False
         context = self.context
         held = context.tools
@@ -169,7 +169,8 @@ class PermissionChecker:
             return False
         if not allowed_without_rules(context, tool, args):
             return False
-        tracker.consecutive = 0  # ``record_allow``, inlined: this runs for every call
+        if tracker is not None:
+            tracker.consecutive = 0  # ``record_allow``, inlined: this runs for every call
         return True
 
     def tracker(self, agent_id: str) -> DenialTracker:
