@@ -313,7 +313,9 @@ class FileStore:
 
     def _stage_owned(self, write: OwnedWrite) -> StagedWrite:
         record = write.record
-        agent_id = check_agent_id(record.agent_id)
+        agent_id = record.agent_id
+        if agent_id not in self._marked:  # (a marked id was checked at its first write)
+            check_agent_id(agent_id)
         folder = self._owned_folders.get(record.project_path)
         if folder is None:
             folder = self._owned_folders[record.project_path] = str(
@@ -321,7 +323,10 @@ class FileStore:
             )
         # Strings, not Paths: pathlib parsing cost as much as the system calls here.
         path = f"{folder}/{agent_id}{SIDECAR_SUFFIX}"
-        if write.create and os.path.lexists(path):
+        # ``os.path.lexists`` without its ``FileNotFoundError`` (raised and caught for every new
+        # record: 7.6 k instructions, against 1.4 k for ``access``, which answers the same —
+        # whether anything, a dangling symlink too, has that name — without raising).
+        if write.create and os.access(path, os.F_OK, follow_symlinks=False):
             raise DuplicateAgentError(f"agent {agent_id} already has a record")
         # No symlink check: the rename replaces whatever sits at ``path`` (a planted symlink
         # included) rather than writing through it.
