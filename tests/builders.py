@@ -7,8 +7,9 @@ rest to the class's defaults. ``check_builder`` holds it to the class, trial by 
 input: every parameter is a field of the class (no other kind of parameter), a default it has is
 the field's default; each given value — a distinct object per field, so two fields swapped show
 — is that field's value in both builds; each field not given is equal to the class's default in
-both (a fresh object per build where the class's is a factory's); every field is set, in the
-class's order (``vars`` of both builds alike: they share one key table), and nothing else is.
+both (a fresh object per build where the class's is a factory's) or, for a field ``__init__``
+does not take, the value ``__post_init__`` derives; every field is set, in the class's order
+(``vars`` of both builds alike: they share one key table), and nothing else is.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def check_builder(
     """Fail unless ``builder(**given)`` equals ``cls(**given)`` field by field (see the module
     docstring). ``clocks``: fields whose default is a clock reading (``time.monotonic``), checked
     to lie within the build's time in both; ``values``: a field's value for a trial when a
-    ``Given`` would not do (None: a ``Given`` for every field)."""
+    ``Given`` would not do (None: a ``Given`` for every field; a field a ``__post_init__``
+    reads from needs one with what it reads)."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     names = list(fields)
     parameters = inspect.signature(builder).parameters
@@ -58,13 +60,20 @@ def check_builder(
         assert name in fields, f"{name} is not a field of {cls.__name__}"
         if parameter.default is not inspect.Parameter.empty:
             assert fields[name].default is not dataclasses.MISSING, f"{name}: a factory's field"
-            assert parameter.default == fields[name].default, f"{name}: another default"
+            default = fields[name].default
+            # The same object (a shared value: ``IN_PARENTS_FOLDER``), or an equal constant.
+            assert parameter.default is default or (
+                _immutable(default)
+                and type(parameter.default) is type(default)
+                and parameter.default == default
+            ), f"{name}: another default"
     for name, spec in fields.items():
         has_default = (
             spec.default is not dataclasses.MISSING
             or spec.default_factory is not dataclasses.MISSING
         )
-        assert name in parameters or has_default, f"{name}: required but not taken"
+        # (a field ``__init__`` does not take is derived in ``__post_init__``: compared below)
+        assert name in parameters or has_default or not spec.init, f"{name}: required"
     rng = random.Random(seed)
     optional = [n for n, p in parameters.items() if p.default is not inspect.Parameter.empty]
     for trial in range(trials):
@@ -93,6 +102,8 @@ def check_builder(
                 assert before <= mine <= after and before <= theirs <= after, name
             else:
                 assert type(mine) is type(theirs) and mine == theirs, f"{name}: {mine!r}"
+                if fields[name].default is not dataclasses.MISSING and not _immutable(mine):
+                    assert mine is theirs, f"{name}: not the class's shared default"
                 if fields[name].default_factory is not dataclasses.MISSING:
                     again = builder(**given)
                     assert getattr(again, name) is not mine or _immutable(mine), (

@@ -7,11 +7,12 @@ field, the class's order), and a session's children get runs of their own calls'
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from builders import check_builder
+from builders import Given, check_builder
 from cli_helpers import agent_call
 from subagents.agents import agent_run
 from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun, new_frame, new_job, new_run
@@ -30,8 +31,23 @@ from subagents.testing import ScriptedModel
 from subagents.tools.base import ToolContext, new_context
 
 
+def _given(name: str, trial: int) -> Any:
+    """A ``Given`` per field, and for the fields ``__post_init__`` reads from, a value with
+    distinct ``Given`` parts (a run's ref, a job's frame)."""
+    if name == "ref":
+        return SimpleNamespace(
+            agent_id=Given("agent_id", trial), agent_type=Given("agent_type", trial)
+        )
+    if name == "frame":
+        return SimpleNamespace(run=Given("run", trial))
+    return Given(name, trial)
+
+
 def test_new_run_builds_what_the_keyword_call_builds() -> None:
-    check_builder(new_run, AgentRun, clocks={"started"})
+    check_builder(new_run, AgentRun, clocks={"started"}, values=_given)
+    ref = AgentRef(agent_id="a", agent_type="t")
+    for run in (AgentRun(ref=ref), _run(ref)):
+        assert (run.agent_id, run.agent_type) == ("a", "t")  # the ref's, as plain attributes
 
 
 def test_new_stats_builds_what_the_keyword_call_builds() -> None:
@@ -43,7 +59,22 @@ def test_new_frame_builds_what_the_keyword_call_builds() -> None:
 
 
 def test_new_job_builds_what_the_keyword_call_builds() -> None:
-    check_builder(new_job, AgentJob)
+    check_builder(new_job, AgentJob, values=_given)
+
+
+def _run(ref: AgentRef) -> AgentRun:
+    return new_run(
+        ref=ref,
+        description="",
+        prompt="",
+        model="",
+        depth=0,
+        is_background=False,
+        tool_use_id=None,
+        root_agent_id=None,
+        resumed_from=None,
+        resume_depth=0,
+    )
 
 
 def test_new_loop_spec_builds_what_the_keyword_call_builds() -> None:
@@ -113,6 +144,7 @@ async def test_a_sessions_children_get_runs_of_their_calls(
         frame = spec.ctx.owner
         run = frame.run
         assert spec.stats is run.stats
+        assert (run.agent_id, run.agent_type) == (run.ref.agent_id, run.ref.agent_type)
         # A frame's mode is its checker's (the mode its rules are checked in).
         assert frame.permissions is not None and spec.ctx.can_use_tool is not None
         assert frame.permission_mode == frame.permissions.context.mode
