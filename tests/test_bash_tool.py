@@ -391,3 +391,36 @@ async def test_background_goes_through_the_service_seam(tmp_path: Path) -> None:
     assert out.content == "started shell bash_1"
     assert calls == [("npm run dev", ctx, "dev server")]
     assert ctx.processes.groups == frozenset()
+
+
+async def test_one_large_binary_output_reads_the_same_through_bash_and_a_hook(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    """Both users of the one pipe reader (``processes.PipeReader``: the Bash tool's feed into
+    ``CommandOutput``, a hook's into ``CappedOutput``; and the fallback's readers) on the same
+    bytes: 5 MB of seeded random bytes, most of them invalid UTF-8, read in the pipe's own
+    chunks. Bash shows what ``CommandOutput`` makes of the whole output fed at once (head,
+    marker, tail; the decoder's last bytes flushed); the hook keeps its first
+    ``MAX_OUTPUT_BYTES`` of stdout and of stderr and counts the rest."""
+    import random
+
+    from subagents.hooks import HookCommand, run_hooks
+    from subagents.hooks.runner import MAX_OUTPUT_BYTES
+
+    blob = random.Random(15).randbytes(MAX_OUTPUT_BYTES + 1_000_003) + b"\xe2\x82"  # cut char
+    (tmp_path / "blob").write_bytes(blob)
+    out = await run(ctx, "cat blob")
+    whole = CommandOutput()
+    whole.feed(blob)
+    whole.feed(b"", final=True)
+    assert out.content == whole.text().rstrip("\n") and not out.is_error
+    assert out.content.endswith("\ufffd")  # the cut character, flushed at the end
+    [hook] = await run_hooks(
+        [HookCommand(command="cat blob; cat blob >&2", timeout=60)],
+        {},
+        cwd=tmp_path,
+        env={"PATH": os.defpath},
+    )
+    note = f"\n[hook output truncated: {len(blob) - MAX_OUTPUT_BYTES:,} more bytes not read]"
+    expected = blob[:MAX_OUTPUT_BYTES].decode(errors="replace") + note
+    assert (hook.exit_code, hook.stdout, hook.stderr) == (0, expected, expected)

@@ -579,39 +579,41 @@ async def feed(proc: Piped, data: bytes) -> None:
         proc.close_stdin()
 
 
-class CappedOutput:
-    """What was read of one output pipe: its first ``limit`` bytes, and how many more were
-    read and dropped (the writer never blocks on a full pipe; memory stays at ``limit``).
-    Kept as it is read, so a read stopped half-way leaves what it had."""
+class PipeReader:
+    """Reads one non-blocking pipe on the running loop as it becomes readable — a reader
+    callback, not a task: most output is nothing, then its end — handing each chunk read to
+    ``feed``, and ``b""`` once when reading ends (every writer closed the pipe, or ``stop``).
+    The one reader of the Bash tool's pipe, a hook's two and ripgrep's two."""
 
-    __slots__ = ("_fd", "_loop", "done", "dropped", "kept", "limit", "on_full")
+    __slots__ = ("_fd", "_loop", "done", "feed")
 
-    def __init__(self, limit: int, *, on_full: Callable[[], None] | None = None) -> None:
-        self.limit = limit
-        self.on_full = on_full
-        """Called once, when ``limit`` bytes have been kept (e.g. to stop the writer)."""
-        self.kept = bytearray()
-        self.dropped = 0
+    def __init__(self, feed: Callable[[bytes], None]) -> None:
+        self.feed = feed
         self._fd = -1
         self._loop: asyncio.AbstractEventLoop | None = None
         self.done: asyncio.Future[None] | None = None
         """Done when every writer has closed the pipe (or the read was stopped)."""
 
     def read_from(self, fd: int) -> asyncio.Future[None]:
-        """Read the non-blocking pipe ``fd`` as it becomes readable, on the running loop, until
-        every writer has closed it or ``stop``; the caller closes ``fd`` after that. A reader
-        callback, not a task: a hook's output is mostly nothing, then its end."""
+        """Read ``fd`` until every writer has closed it or ``stop``; the caller closes ``fd``
+        after that."""
         self._loop = loop = asyncio.get_running_loop()
         self._fd = fd
         self.done = loop.create_future()
         loop.add_reader(fd, self._readable)
         return self.done
 
+    async def ended(self, within_s: float) -> None:
+        """Until the pipe's end, for at most ``within_s``."""
+        if self.done is not None and not self.done.done():
+            await asyncio.wait((self.done,), timeout=within_s)
+
     def stop(self) -> None:
-        """No more reading (safe to call twice); ``done`` is then done too."""
+        """No more reading (safe to call twice): ``feed`` gets its ``b""``, ``done`` is done."""
         if self._loop is not None and self._fd >= 0:
             self._loop.remove_reader(self._fd)
             self._fd = -1
+            self.feed(b"")
         if self.done is not None and not self.done.done():
             self.done.set_result(None)
 
@@ -625,8 +627,27 @@ class CappedOutput:
         if not chunk:
             self.stop()
             return
+        self.feed(chunk)
+
+
+class CappedOutput:
+    """What was read of one output pipe: its first ``limit`` bytes, and how many more were
+    read and dropped (the writer never blocks on a full pipe; memory stays at ``limit``).
+    Kept as it is read (``feed``, a ``PipeReader``'s), so a read stopped half-way leaves what
+    it had."""
+
+    __slots__ = ("dropped", "kept", "limit", "on_full")
+
+    def __init__(self, limit: int, *, on_full: Callable[[], None] | None = None) -> None:
+        self.limit = limit
+        self.on_full = on_full
+        """Called once, when ``limit`` bytes have been kept (e.g. to stop the writer)."""
+        self.kept = bytearray()
+        self.dropped = 0
+
+    def feed(self, chunk: bytes) -> None:
         room = self.limit - len(self.kept)
-        if room > 0:
+        if room > 0 and chunk:
             self.kept += chunk[:room]
             if len(self.kept) >= self.limit and self.on_full is not None:
                 self.on_full()

@@ -50,6 +50,7 @@ from subagents.processes import (
     RUN_TAG_VARIABLE,
     CappedOutput,
     Piped,
+    PipeReader,
     ProcessTracker,
     feed,
     have_pidfds,
@@ -162,26 +163,27 @@ async def _run_command_hook(
     except OSError as exc:
         return HookRun(command=command, exit_code=None, error=f"{type(exc).__name__}: {exc}")
     outputs = (CappedOutput(MAX_OUTPUT_BYTES), CappedOutput(MAX_OUTPUT_BYTES))
+    readers = (PipeReader(outputs[0].feed), PipeReader(outputs[1].feed))
     try:
         if processes is not None:  # inside: should recording the group fail, the hook is ended
             processes.add(proc.pid)
-        outputs[0].read_from(proc.stdout)
-        outputs[1].read_from(proc.stderr)
+        readers[0].read_from(proc.stdout)
+        readers[1].read_from(proc.stderr)
         async with asyncio.timeout(command.timeout):
             await feed(proc, stdin)  # both within the timeout, as ``gather`` would: no tasks
             await wait_exited(proc.pidfd)
     except TimeoutError:
-        await _end_piped(proc, tag, outputs)
+        await _end_piped(proc, tag, readers)
         return HookRun(command=command, exit_code=None, timed_out=True, pid=proc.pid)
     except BaseException:
-        await _end_piped(proc, tag, outputs)
+        await _end_piped(proc, tag, readers)
         raise
     finally:
         if processes is not None:
             processes.discard(proc.pid)
     # The shell is done: what it left running (background jobs, setsid daemons) goes too, which
     # also closes the pipes they held, so reading ends.
-    code = await _end_piped(proc, tag, outputs, exited=True)
+    code = await _end_piped(proc, tag, readers, exited=True)
     out, err = outputs
     return HookRun(
         command=command, exit_code=code, stdout=_text(out), stderr=_text(err), pid=proc.pid
@@ -189,7 +191,7 @@ async def _run_command_hook(
 
 
 async def _end_piped(
-    proc: Piped, tag: str, outputs: tuple[CappedOutput, ...], *, exited: bool = False
+    proc: Piped, tag: str, readers: tuple[PipeReader, ...], *, exited: bool = False
 ) -> int | None:
     """SIGKILL the hook's group and every tagged process, reap the shell (``exited``: its
     pidfd has said so already), finish reading, close every descriptor; the shell's status
@@ -214,12 +216,12 @@ async def _end_piped(
             except TimeoutError:  # stuck in the kernel: reaped by a thread whenever it ends
                 reap_later(proc)
             # Every holder of the pipes is gone, so the reads see EOF; bounded all the same.
-            ends = [o.done for o in outputs if o.done is not None and not o.done.done()]
+            ends = [r.done for r in readers if r.done is not None and not r.done.done()]
             if ends:
                 await asyncio.wait(ends, timeout=_REAP_TIMEOUT_S)
         finally:
-            for output in outputs:
-                output.stop()  # off the loop's selector before its pipe closes
+            for reader in readers:
+                reader.stop()  # off the loop's selector before its pipe closes
             proc.close()
         return code
 
@@ -341,25 +343,18 @@ class _CappedReader:
 
     def __init__(self, read_fd: int) -> None:
         self.read_fd = read_fd
-        self.kept = bytearray()
-        self.dropped = 0
+        self.output = CappedOutput(MAX_OUTPUT_BYTES)
 
     async def run(self) -> None:
         stream, transport = await open_pipe_reader(self.read_fd)
         try:
             while chunk := await stream.read(1 << 16):
-                room = MAX_OUTPUT_BYTES - len(self.kept)
-                if room > 0:
-                    self.kept += chunk[:room]
-                self.dropped += max(0, len(chunk) - max(room, 0))
+                self.output.feed(chunk)
         finally:
             transport.close()
 
     def text(self) -> str:
-        text = self.kept.decode(errors="replace")
-        if self.dropped:
-            text += f"\n[hook output truncated: {self.dropped:,} more bytes not read]"
-        return text
+        return _text(self.output)
 
 
 async def _end_tree(

@@ -43,6 +43,7 @@ from subagents.descriptors import open_pipe, process_slot, retry_on_emfile
 from subagents.process_waiter import WaitedProcess, spawn_waited
 from subagents.processes import (
     Piped,
+    PipeReader,
     ProcessTracker,
     have_pidfds,
     open_pipe_reader,
@@ -177,7 +178,7 @@ async def _run_piped(
     """The shell through ``start_piped`` and its pidfd (see the module docstring)."""
     proc = await start_shell(command, ctx)
     output = CommandOutput()
-    reader = _OutputReader(output, command, progress)
+    reader = PipeReader(_output_feed(output, command, progress))
     reaped = False
     timed_out = False
     status: int | None = None
@@ -228,7 +229,7 @@ async def _exits_within(proc: Piped, limit_s: float) -> bool:
 
 
 async def _end_piped(
-    proc: Piped, reader: _OutputReader, tracker: ProcessTracker, *, reaped: bool
+    proc: Piped, reader: PipeReader, tracker: ProcessTracker, *, reaped: bool
 ) -> None:
     """A call that did not finish (cancelled, or an error): SIGKILL the group, reap the shell
     (bounded: one stuck in the kernel past the SIGKILL is left to ``reap_later``'s thread),
@@ -247,58 +248,26 @@ async def _end_piped(
         proc.close()
 
 
-class _OutputReader:
-    """Reads the shell's pipe into ``output`` as it becomes readable (a reader callback on the
-    loop, not a task) and reports progress: the last lines, at most once a second."""
+def _output_feed(
+    output: CommandOutput, command: str, progress: ProgressFn | None
+) -> Callable[[bytes], None]:
+    """The shell pipe's ``PipeReader`` feed: each chunk into ``output`` (its decoder's last
+    bytes flushed at the end, ``b""``), and the last lines reported at most once a second."""
+    started = last_report = time.monotonic()
 
-    __slots__ = ("_fd", "_loop", "command", "done", "last_report", "output", "progress", "started")
-
-    def __init__(self, output: CommandOutput, command: str, progress: ProgressFn | None) -> None:
-        self.output = output
-        self.command = command
-        self.progress = progress
-        self.started = self.last_report = time.monotonic()
-        self._fd = -1
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self.done: asyncio.Future[None] | None = None
-        """Done at the pipe's end (every writer closed it), or when reading was stopped."""
-
-    def read_from(self, fd: int) -> None:
-        self._loop = loop = asyncio.get_running_loop()
-        self._fd = fd
-        self.done = loop.create_future()
-        loop.add_reader(fd, self._readable)
-
-    async def ended(self, within_s: float) -> None:
-        """Until the pipe's end, for at most ``within_s``."""
-        if self.done is not None and not self.done.done():
-            await asyncio.wait((self.done,), timeout=within_s)
-
-    def stop(self) -> None:
-        """No more reading (safe to call twice); the decoder's last bytes are flushed."""
-        if self._loop is not None and self._fd >= 0:
-            self._loop.remove_reader(self._fd)
-            self._fd = -1
-            self.output.feed(b"", final=True)
-        if self.done is not None and not self.done.done():
-            self.done.set_result(None)
-
-    def _readable(self) -> None:
-        try:
-            chunk = os.read(self._fd, _READ_CHUNK)
-        except BlockingIOError:
-            return
-        except OSError:  # as the end of the pipe
-            chunk = b""
+    def feed(chunk: bytes) -> None:
+        nonlocal last_report
         if not chunk:
-            self.stop()
+            output.feed(b"", final=True)
             return
-        self.output.feed(chunk)
-        if self.progress is not None:
+        output.feed(chunk)
+        if progress is not None:
             now = time.monotonic()
-            if now - self.last_report >= _PROGRESS_INTERVAL_S:
-                self.last_report = now
-                self.progress(_progress_event(self.command, now - self.started, self.output))
+            if now - last_report >= _PROGRESS_INTERVAL_S:
+                last_report = now
+                progress(_progress_event(command, now - started, output))
+
+    return feed
 
 
 def _progress_event(command: str, elapsed_s: float, output: CommandOutput) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from subagents.descriptors import process_slot, retry_on_emfile
 from subagents.processes import (
     CappedOutput,
     Piped,
+    PipeReader,
     have_pidfds,
     kill_group,
     reap,
@@ -119,9 +120,10 @@ async def _run(binary: str, args: Sequence[str]) -> RgResult:
 
     out = CappedOutput(MAX_OUTPUT_BYTES, on_full=stop)
     err = CappedOutput(_STDERR_KEPT)  # read to the end (a full pipe would stall rg)
+    readers = PipeReader(out.feed), PipeReader(err.feed)
     code: int | None = None
     try:
-        await asyncio.gather(out.read_from(proc.stdout), err.read_from(proc.stderr))
+        await asyncio.gather(readers[0].read_from(proc.stdout), readers[1].read_from(proc.stderr))
         await wait_exited(proc.pidfd)
         with contextlib.suppress(ChildProcessError):  # reaped by code that waits for any child
             code = reap(proc.pidfd)
@@ -131,8 +133,8 @@ async def _run(binary: str, args: Sequence[str]) -> RgResult:
             await asyncio.wait_for(asyncio.shield(_reaped(proc)), _REAP_TIMEOUT_S)  # to a 2nd
         raise
     finally:
-        out.stop()
-        err.stop()
+        for reader in readers:
+            reader.stop()
         proc.close()  # reaped by now, or its pidfd handed to a thread that reaps it
     return RgResult(
         stdout=bytes(out.kept),
