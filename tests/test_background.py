@@ -443,8 +443,8 @@ async def test_a_childs_records_are_the_values_their_init_makes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The lineage, result and stats a background child's writes are built
-    from (``frozen.new_frozen``, every field given) are the values each class's own
-    ``__init__`` makes, and the records on disk read back as the runtime's own."""
+    from (``durability._frozen``, every field given in field order) are the values each
+    class's own ``__init__`` makes, and the records on disk read back as the runtime's own."""
     import dataclasses
 
     from subagents.agents import durability
@@ -452,17 +452,18 @@ async def test_a_childs_records_are_the_values_their_init_makes(
     from subagents.store.records import Lineage
 
     made: list[tuple[type, object, bool]] = []
-    real = durability.new_frozen
+    real = durability._frozen
 
     def checked(cls: type, values: dict[str, Any]) -> Any:
-        every_field = set(values) == {f.name for f in dataclasses.fields(cls)}
+        every_field = list(values) == [f.name for f in dataclasses.fields(cls)]
         expected = cls(**values)
         value = real(cls, values)
         assert value == expected and repr(value) == repr(expected), cls
+        assert vars(value) == vars(expected) and type(value) is cls
         made.append((cls, value, every_field))
         return value
 
-    monkeypatch.setattr(durability, "new_frozen", checked)
+    monkeypatch.setattr(durability, "_frozen", checked)
     script = {
         "agents": [
             {
@@ -488,7 +489,7 @@ async def test_a_childs_records_are_the_values_their_init_makes(
     kinds = sorted(cls.__name__ for cls, _, _ in made)
     # (The running record itself comes from its type's template: tests/test_running_template.)
     assert kinds == sorted(["Lineage", "RunResult", "RunStats", "TokenUsage"] * 2)
-    assert all(every for _, _, every in made)  # each took the every-field path
+    assert all(every for _, _, every in made)  # every field, in field order
     records = session.background.records
     assert records is not None and isinstance(records.store, FileStore)
     disk = FileStore(records.store.state)

@@ -20,7 +20,7 @@ already contain, so nothing is lost and nothing is delivered twice, across resta
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from subagents.agents.agent_run import AgentJob, AgentRun
 from subagents.agents.tasks import TaskState
@@ -46,17 +46,21 @@ if TYPE_CHECKING:
 
 
 def started(records: DurableRecords, job: AgentJob, state: TaskState) -> None:
-    config = records.config_from(_snapshot_parts(job), lambda: config_snapshot(job))
     run = job.frame.run
     ref = run.ref
-    template = (
-        records.running_template(ref.agent_type, ref.parent_agent_id, run.is_background, config)
-        if job.worktree is None
-        else None
-    )
-    if template is not None:
-        records.start_from(template, from_template(template, job, state))
-        return
+    if job.worktree is None:
+        config, template = records.start_shape(
+            _snapshot_parts(job),
+            lambda: config_snapshot(job),
+            ref.agent_type,
+            ref.parent_agent_id,
+            run.is_background,
+        )
+        if template is not None:
+            records.start_from(template, from_template(template, job, state))
+            return
+    else:
+        config = records.config_from(_snapshot_parts(job), lambda: config_snapshot(job))
     record = build_record(
         job,
         state,
@@ -82,7 +86,7 @@ def from_template(template: RunningTemplate, job: AgentJob, state: TaskState) ->
     values["description"] = run.description
     values["prompt"] = run.prompt
     values["tool_use_id"] = run.tool_use_id
-    values["lineage"] = new_frozen(
+    values["lineage"] = _frozen(
         Lineage,
         {
             "root_agent_id": run.root_agent_id or agent_id,
@@ -122,7 +126,7 @@ def backgrounded(records: DurableRecords, agent_id: str, output_path: str | None
 
 def finished(records: DurableRecords, run: AgentRun, state: TaskState) -> Written:
     """The terminal write; await it before the notification is queued."""
-    result = new_frozen(  # (every field given: no frozen ``__init__``, see ``frozen``)
+    result = _frozen(
         RunResult, {"text": run.result_text, "reason": run.reason, "error": state.error}
     )
     stats = run_stats(run)
@@ -224,8 +228,8 @@ def _worktree_record(info: Worktree) -> WorktreeInfo:
 
 
 def run_stats(run: AgentRun) -> RunStats:
-    """The run's counters, frozen (every field given, so ``new_frozen`` takes each dict as the
-    value's own: ~20 k instructions less than the two frozen ``__init__`` calls)."""
+    """The run's counters, frozen (every field given, in field order, so each dict becomes the
+    value's own: ``_frozen``)."""
     stats = run.stats
     usage = stats.usage
     tokens = {  # the same four counters, frozen
@@ -238,8 +242,24 @@ def run_stats(run: AgentRun) -> RunStats:
         "num_turns": stats.num_turns,
         "total_tool_use_count": stats.tool_use_count,
         "total_tokens": usage.total,
-        "usage": new_frozen(TokenUsage, tokens),
+        "usage": _frozen(TokenUsage, tokens),
         "total_duration_ms": run.duration_ms,
         "cost_usd": stats.cost_usd,
     }
-    return new_frozen(RunStats, values)
+    return _frozen(RunStats, values)
+
+
+_T = TypeVar("_T")
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _frozen(cls: type[_T], values: dict[str, Any]) -> _T:
+    """``cls(**values)`` for a frozen dataclass of this module's records, ``values`` a literal
+    of the caller's naming every field in field order: ``frozen.new_frozen``'s every-field path
+    without its look-up and check of the names (6.3 k → 3.6 k instructions an object, four per
+    child). ``tests/test_background.py::test_a_childs_records_are_the_values_their_init_makes``
+    compares each call site's value with ``cls(**values)``, field order included."""
+    made = _new(cls)
+    _set(made, "__dict__", values)
+    return made

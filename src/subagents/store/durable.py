@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any
 
 from subagents.store.capabilities import (
@@ -120,6 +121,9 @@ class DurableRecords:
     _templates: dict[tuple[object, ...], RunningTemplate] = field(default_factory=dict)
     """``running_template``'s templates (each keeps its config: an id is never reused while its
     entry lives), at most ``SHARED_CONFIGS``."""
+    _last_shape: tuple[tuple[object, ...], ConfigSnapshot, RunningTemplate | None] | None = None
+    """``start_shape``'s last answer: the parts it was for (with the type, parent and placement
+    at their end), the config snapshot and the template."""
     _started_from: dict[str, RunningTemplate] = field(default_factory=dict)
     """The template each running child's record was made from (``start_from``), for its
     terminal write's bytes (``terminal``); dropped when the record is terminal."""
@@ -155,6 +159,27 @@ class DurableRecords:
         if self._owner is not None:
             self._started_from[record.agent_id] = template
         return future
+
+    def start_shape(
+        self,
+        parts: tuple[object, ...],
+        build: Callable[[], ConfigSnapshot],
+        agent_type: str,
+        parent_agent_id: str | None,
+        is_background: bool,
+    ) -> tuple[ConfigSnapshot, RunningTemplate | None]:
+        """``config_from(parts, build)`` and the ``running_template`` of that config for the
+        type, parent and placement: the last answer again when every one of them is the very
+        object it was for (siblings launched one after another), without the look-ups of both
+        (the ids of the parts mapped, two keys hashed)."""
+        key = (*parts, agent_type, parent_agent_id, is_background)
+        last = self._last_shape
+        if last is not None and len(last[0]) == len(key) and all(map(is_, last[0], key)):
+            return last[1], last[2]
+        config = self.config_from(parts, build)
+        template = self.running_template(agent_type, parent_agent_id, is_background, config)
+        self._last_shape = (key, config, template)
+        return config, template
 
     def shared_config(self, config: ConfigSnapshot) -> ConfigSnapshot:
         """One object for equal config snapshots: the children of one definition have the same
