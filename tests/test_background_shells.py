@@ -458,8 +458,10 @@ async def test_the_fallback_never_signals_a_pid_it_reaped(
     free by then for any process to take. Now the shell is waited for without being reaped
     (``process_waiter``): every signal by number goes while the number is still the shell's.
     A finished background shell with a leftover, a killed one, a foreground Bash call with a
-    leftover and one that times out, and ``read_output`` cut past its limit."""
+    leftover and one that times out, ``read_output`` cut past its limit, and a hook with a
+    leftover (its fallback too)."""
     from subagents import processes
+    from subagents.hooks import HookCommand, run_hooks
 
     async def run_bash(command: str, ctx: ToolContext, **kwargs: Any) -> Any:
         info = CallInfo(tool_use_id="t1", progress=lambda _: None)
@@ -480,6 +482,10 @@ async def test_the_fallback_never_signals_a_pid_it_reaped(
     assert "timed out" in str(timed_out.content)
     code, out = await processes.read_output(("yes",), dict(os.environ), limit=1000)
     assert code is None and len(out) >= 1000
+    hook = HookCommand(command="sleep 300 > /dev/null & echo $! > hook.pid; cat", timeout=30)
+    [ran] = await run_hooks([hook], {"x": 1}, cwd=tmp_path, env={"PATH": os.defpath})
+    assert (ran.exit_code, ran.stdout) == (0, '{"x": 1}')
+    await eventually(lambda: not pid_alive(int((tmp_path / "hook.pid").read_text())))
     shells = {done.extra["pid"], killed.extra["pid"]}
     assert shells <= spy.reaped and shells <= set(spy.signalled)  # it did reap and signal
     assert spy.after_reap == []

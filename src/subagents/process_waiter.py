@@ -130,14 +130,15 @@ def spawn_waited(
     stdout: int,
     stderr: int,
     new_session: bool,
+    stdin: int = subprocess.DEVNULL,
 ) -> WaitedProcess:
     """Start ``argv`` as asyncio's ``create_subprocess_exec`` would (``subprocess.Popen``:
-    stdin on ``/dev/null``, no descriptor but stdout and stderr passed on, SIGPIPE and SIGXFSZ
-    at their defaults), in a session and group of its own if ``new_session``, and a daemon
-    thread waiting for its exit. OSError when it cannot start."""
+    no descriptor but the three given passed on, stdin on ``/dev/null`` unless given, SIGPIPE
+    and SIGXFSZ at their defaults), in a session and group of its own if ``new_session``, and a
+    daemon thread waiting for its exit. OSError when it cannot start."""
     popen = subprocess.Popen(
         argv,
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=stdout,
         stderr=stderr,
         cwd=cwd,

@@ -565,18 +565,25 @@ async def feed(proc: Piped, data: bytes) -> None:
     """Write ``data`` to the process's stdin, then close it (also when this fails or is
     cancelled). A process that exits or closes its stdin without reading it all ends the
     write: not an error. One that holds its stdin without reading keeps this waiting."""
+    try:
+        await write_all(proc.stdin, data)
+    finally:
+        proc.close_stdin()
+
+
+async def write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` to the non-blocking pipe ``fd`` as it takes it; a reader that closed it
+    ends the write (not an error)."""
     loop = asyncio.get_running_loop()
     view = memoryview(data)
     try:
         while view:
             try:
-                view = view[os.write(proc.stdin, view) :]
+                view = view[os.write(fd, view) :]
             except BlockingIOError:
-                await _ready(loop, proc.stdin, writing=True)
+                await _ready(loop, fd, writing=True)
     except BrokenPipeError:
         pass
-    finally:
-        proc.close_stdin()
 
 
 class PipeReader:

@@ -38,7 +38,7 @@ import json
 import os
 import signal
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -46,6 +46,7 @@ from typing import Any, Final
 from subagents.descriptors import open_pipe, process_slot, retry_on_emfile
 from subagents.hooks.config import HookCommand
 from subagents.observe import trace_env
+from subagents.process_waiter import WaitedProcess, spawn_waited
 from subagents.processes import (
     RUN_TAG_VARIABLE,
     CappedOutput,
@@ -54,13 +55,13 @@ from subagents.processes import (
     ProcessTracker,
     feed,
     have_pidfds,
-    kill_group,
     kill_tagged,
     open_pipe_reader,
     reap,
     reap_later,
     start_piped,
     wait_exited,
+    write_all,
 )
 
 PASSED_ENV_VARS: Final = ("PATH", "HOME", "LANG", "TERM", "SHELL", "USER", "TMPDIR")
@@ -243,38 +244,28 @@ async def _run_command_hook_asyncio(
     env: Mapping[str, str],
     processes: ProcessTracker | None,
 ) -> HookRun:
-    """Where there are no pidfds (not Linux, kernels before 5.4): asyncio's subprocesses."""
+    """Where there are no pidfds (not Linux, kernels before 5.4): the shell waited for by a
+    thread without being reaped (``process_waiter``), so its group is SIGKILLed while its id is
+    still the shell's (before, asyncio's child watcher had reaped it by then)."""
     tag = uuid.uuid4().hex
-    first = await open_pipe()  # stdout and stderr are pipes of our own (open_pipe_reader)
+    pipes: list[tuple[int, int]] = []  # stdin, stdout, stderr: (read end, write end)
     try:
-        pipes = [first, await open_pipe()]
+        for _ in range(3):
+            pipes.append(await open_pipe())
     except BaseException:
-        os.close(first[0])
-        os.close(first[1])
+        _close(fd for pipe in pipes for fd in pipe)
         raise
+    (stdin_read, stdin_write), (out_read, out_write), (err_read, err_write) = pipes
     try:
         proc = await retry_on_emfile(
-            lambda: asyncio.create_subprocess_exec(
-                "/bin/sh",
-                "-c",
-                command.command,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=pipes[0][1],
-                stderr=pipes[1][1],
-                cwd=cwd,
-                # trace_env: a hook that traces itself continues our trace.
-                env={**env, **trace_env(), RUN_TAG_VARIABLE: tag},
-                start_new_session=True,
-            )
+            lambda: _spawn_hook(command, cwd, {**env, RUN_TAG_VARIABLE: tag}, pipes)
         )
     except OSError as exc:
-        for read_fd, _ in pipes:
-            os.close(read_fd)
+        _close((stdin_write, out_read, err_read))
         return HookRun(command=command, exit_code=None, error=f"{type(exc).__name__}: {exc}")
     finally:
-        for _, write_fd in pipes:
-            os.close(write_fd)  # the shell holds its own copies
-    readers = [_CappedReader(read_fd) for read_fd, _ in pipes]
+        _close((stdin_read, out_write, err_write))  # the shell holds its own copies
+    readers = [_CappedReader(out_read), _CappedReader(err_read)]
     tasks = [
         asyncio.create_task(reader.run(), name=f"hook-output:{proc.pid}") for reader in readers
     ]
@@ -282,7 +273,11 @@ async def _run_command_hook_asyncio(
         if processes is not None:  # inside: should recording the group fail, the hook is ended
             processes.add(proc.pid)
         async with asyncio.timeout(command.timeout):
-            await asyncio.gather(_feed(proc, stdin), proc.wait())
+            os.set_blocking(stdin_write, False)
+            await write_all(stdin_write, stdin)  # a hook that exits without reading: fine
+            os.close(stdin_write)
+            stdin_write = -1
+            await asyncio.shield(proc.exited)
     except TimeoutError:
         await _end_tree(proc, tag, tasks)
         return HookRun(command=command, exit_code=None, timed_out=True, pid=proc.pid)
@@ -290,6 +285,8 @@ async def _run_command_hook_asyncio(
         await _end_tree(proc, tag, tasks)
         raise
     finally:
+        if stdin_write >= 0:
+            os.close(stdin_write)
         if processes is not None:
             processes.discard(proc.pid)
     # The shell is done: what it left running (background jobs, setsid daemons) goes too, which
@@ -303,6 +300,25 @@ async def _run_command_hook_asyncio(
         stderr=err.text(),
         pid=proc.pid,
     )
+
+
+async def _spawn_hook(
+    command: HookCommand, cwd: Path, env: Mapping[str, str], pipes: list[tuple[int, int]]
+) -> WaitedProcess:
+    return spawn_waited(
+        ("/bin/sh", "-c", command.command),
+        cwd=cwd,
+        env={**env, **trace_env()},  # trace_env: a hook that traces itself continues our trace
+        stdin=pipes[0][0],
+        stdout=pipes[1][1],
+        stderr=pipes[2][1],
+        new_session=True,
+    )
+
+
+def _close(fds: Iterable[int]) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 async def run_callback_hook(command: HookCommand, stdin: bytes) -> HookRun:
@@ -326,17 +342,6 @@ async def run_callback_hook(command: HookCommand, stdin: bytes) -> HookRun:
     return HookRun(command=command, exit_code=0, stdout=json.dumps(dict(answer), default=str))
 
 
-async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
-    """Write the payload and close stdin; a hook that exits without reading it is fine."""
-    assert proc.stdin is not None
-    try:
-        proc.stdin.write(data)
-        await proc.stdin.drain()
-        proc.stdin.close()
-    except (BrokenPipeError, ConnectionResetError):
-        pass
-
-
 class _CappedReader:
     """Reads a pipe to its end, keeping the first ``MAX_OUTPUT_BYTES`` and counting the rest: a
     hook printing 400 MB costs 4 MiB of memory, not 831 MB."""
@@ -357,20 +362,19 @@ class _CappedReader:
         return _text(self.output)
 
 
-async def _end_tree(
-    proc: asyncio.subprocess.Process, tag: str, readers: list[asyncio.Task[None]]
-) -> None:
+async def _end_tree(proc: WaitedProcess, tag: str, readers: list[asyncio.Task[None]]) -> None:
     """SIGKILL the hook's group and every tagged process, reap the shell, finish reading.
 
     Shielded: this also runs while the caller is being cancelled, and must still finish."""
 
     async def end() -> None:
-        kill_group(proc.pid, signal.SIGKILL)
+        proc.kill_group(signal.SIGKILL)  # before the reap: the group's id is the shell's
         await asyncio.to_thread(kill_tagged, tag)
         try:
-            await asyncio.wait_for(proc.wait(), _REAP_TIMEOUT_S)
-        except TimeoutError:
-            pass
+            await asyncio.wait_for(asyncio.shield(proc.exited), _REAP_TIMEOUT_S)
+            proc.reap()
+        except TimeoutError:  # stuck in the kernel: its waiter reaps it whenever it ends
+            proc.abandon()
         # Every holder of the pipes is gone, so the readers see EOF; bounded all the same.
         _, pending = await asyncio.wait(readers, timeout=_REAP_TIMEOUT_S)
         for task in pending:
