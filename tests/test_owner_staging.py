@@ -148,3 +148,36 @@ def test_publish_renames_what_synced_and_closes_every_descriptor(
                 target.unlink()
             elif i in failing:
                 assert isinstance(errors[i], OSError) and errors[i].errno == errno.EXDEV  # type: ignore[union-attr]
+
+
+def test_a_written_record_is_served_from_the_cache_and_its_marker_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After each write the store's cache answers ``get`` with the record written (its file's
+    signature noted right); a running record whose marker could not be linked before its
+    rename gets it after, and the terminal write retires it."""
+    from subagents.store import files
+
+    store = _store(tmp_path / "home")
+    real_link = files._link_marker
+    failures = [OSError(errno.EMLINK, "no link now")]
+
+    def link(sidecar: str, path: str) -> None:
+        if failures:
+            raise failures.pop()
+        real_link(sidecar, path)
+
+    monkeypatch.setattr(files, "_link_marker", link)
+    first = _write("a00000001", create=True)
+    assert _finish(store.prepare_owned([first])) == [None]
+    markers = store._agents_dir(PROJECT) / ".running"
+    assert os.listdir(markers) == ["a00000001"] and not failures  # linked after the rename
+    assert store.get("a00000001") is first.record  # from the cache: its signature matches
+    again = dataclasses.replace(first.record, description="later")
+    write = OwnedWrite(again, encode_record(again), False)
+    assert _finish(store.prepare_owned([write])) == [None]
+    assert store.get("a00000001") is again and os.listdir(markers) == ["a00000001"]
+    done = _write("a00000001", create=False, status="completed")
+    assert _finish(store.prepare_owned([done])) == [None]
+    assert store.get("a00000001") is done.record and os.listdir(markers) == []
+    assert [r.agent_id for r in _store(tmp_path / "home").list_running(PROJECT)] == []

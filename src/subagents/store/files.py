@@ -333,20 +333,26 @@ class FileStore:
         pool = self._spares.get(folder)
         spare = pool.pop() if pool else None
         staged = stage_write(path, write.data, target_checked=True, reuse=spare)
-        self._premark(folder, record, staged.temp)
+        # (``_premark``'s own early return in line: a terminal write, or a running one whose
+        # marker is linked already, calls nothing)
+        if agent_id not in self._marked and record.status not in TERMINAL_STATUSES:
+            self._premark(folder, record, staged.temp)
         return staged
 
     def _remember_written(self, path: str, record: SidecarRecord, staged: StagedWrite) -> None:
         # The status read once: the cache, the throttle and the marker each asked
         # ``is_terminal`` (a property, so a Python call each) at every write.
         terminal = record.status in TERMINAL_STATUSES
-        with self._mutex:
-            self.cache.put(record, _signature(staged.info), terminal)
+        info = staged.info
+        with self._mutex:  # (``_signature`` in line)
+            self.cache.put(record, (info.st_ino, info.st_mtime_ns, info.st_size), terminal)
         agent_id = record.agent_id
         if terminal:
             self._activity.forget(agent_id)
         else:
             self._activity.written(agent_id, record.last_active_at)
+            if agent_id in self._marked:
+                return  # (``_mark``'s own early return in line: its marker is linked already)
         cut = path.rfind("/")  # ``os.path.dirname`` without its Python call, for "<folder>/<id>"
         self._mark(path[:cut] if cut > 0 else os.path.dirname(path), record, terminal)
 
