@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "subagents.ids",
             "subagents.json_codec",
             "subagents.messages",
+            "subagents.process_waiter",
             "subagents.processes",
             "subagents.runtime_tags",
             "subagents.settings",
