@@ -458,10 +458,13 @@ async def test_the_fallback_never_signals_a_pid_it_reaped(
     free by then for any process to take. Now the shell is waited for without being reaped
     (``process_waiter``): every signal by number goes while the number is still the shell's.
     A finished background shell with a leftover, a killed one, a foreground Bash call with a
-    leftover and one that times out, ``read_output`` cut past its limit, and a hook with a
-    leftover (its fallback too)."""
+    leftover and one that times out, ``read_output`` cut past its limit, a hook with a
+    leftover (its fallback too), and an MCP stdio server with one (asyncio's on every
+    platform until now)."""
     from subagents import processes
     from subagents.hooks import HookCommand, run_hooks
+    from subagents.mcp.entry_models import StdioServer
+    from subagents.mcp.stdio import ServerProcess, stdio_transport
 
     async def run_bash(command: str, ctx: ToolContext, **kwargs: Any) -> Any:
         info = CallInfo(tool_use_id="t1", progress=lambda _: None)
@@ -486,6 +489,15 @@ async def test_the_fallback_never_signals_a_pid_it_reaped(
     [ran] = await run_hooks([hook], {"x": 1}, cwd=tmp_path, env={"PATH": os.defpath})
     assert (ran.exit_code, ran.stdout) == (0, '{"x": 1}')
     await eventually(lambda: not pid_alive(int((tmp_path / "hook.pid").read_text())))
+    # An MCP stdio server (every platform: it was always asyncio's) that leaves a child behind.
+    server = StdioServer(
+        command="/bin/sh", args=["-c", "sleep 300 > /dev/null & echo $! > mcp.pid; cat"]
+    )
+    process = ServerProcess()
+    async with stdio_transport(server, cwd=tmp_path, process=process):
+        await eventually(lambda: (tmp_path / "mcp.pid").exists())
+    assert process.returncode == 0 and process.pid in spy.reaped
+    await eventually(lambda: not pid_alive(int((tmp_path / "mcp.pid").read_text())))
     shells = {done.extra["pid"], killed.extra["pid"]}
     assert shells <= spy.reaped and shells <= set(spy.signalled)  # it did reap and signal
     assert spy.after_reap == []

@@ -43,8 +43,8 @@ class WaitedProcess:
         self.pid = pid
         self.exited = exited
         self.returncode: int | None = None
-        """After the reap: the exit code, or minus the signal that ended it (None: unknown,
-        another's code reaped it)."""
+        """Once it has exited (``exited`` done): the exit code, or minus the signal that ended
+        it (None: unknown, other code reaped it)."""
         self.reaped = False
         """Reaped (by ``reap``, the waiter, or other code): its number may be a stranger's."""
         self._abandoned = False
@@ -100,7 +100,10 @@ class WaitedProcess:
         """In the waiter thread: until the process has exited."""
         try:
             if WAITS_UNREAPED:
-                os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+                found = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+                if found is not None:  # its status, read without taking it
+                    code = found.si_status
+                    self.returncode = code if found.si_code == os.CLD_EXITED else -code
             else:
                 _, status = os.waitpid(self.pid, 0)
                 with self._lock:

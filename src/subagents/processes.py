@@ -64,14 +64,16 @@ def kill_group(pgid: int, sig: int = signal.SIGKILL) -> bool:
     return True
 
 
-async def open_pipe_reader(read_fd: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
+async def open_pipe_reader(
+    read_fd: int, *, limit: int = 2**16
+) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
     """An asyncio stream over our end of an output pipe (the fd is closed if this fails).
 
     A child's output goes to a pipe of our own rather than asyncio's ``PIPE``: asyncio's
     ``Process.wait()`` also waits for every pipe it made to close, so a grandchild holding
     stdout would keep ``wait()`` from returning after the child itself has exited."""
     pipe = os.fdopen(read_fd, "rb", 0)
-    reader = asyncio.StreamReader()
+    reader = asyncio.StreamReader(limit=limit)  # a line past ``limit``: readline's ValueError
     try:
         transport, _ = await asyncio.get_running_loop().connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), pipe

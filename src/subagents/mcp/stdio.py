@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from subagents.mcp.entry_models import StdioServer
 from subagents.observe import trace_env
-from subagents.processes import kill_group
+from subagents.process_waiter import WaitedProcess, spawn_waited
+from subagents.processes import open_pipe_reader
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -89,17 +90,7 @@ async def stdio_transport(
     import anyio
     from mcp.shared.message import SessionMessage
 
-    proc = await asyncio.create_subprocess_exec(
-        entry.command,
-        *entry.args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **trace_env(), **entry.env},  # a traced run's context reaches it
-        cwd=cwd,
-        start_new_session=True,
-        limit=MAX_LINE,
-    )
+    proc = await _start(entry, cwd)
     process.pid = proc.pid
     if on_spawn is not None:
         on_spawn(proc.pid)
@@ -120,7 +111,75 @@ async def stdio_transport(
         await _shielded(closing)
 
 
-async def _read_stdout(proc: Any, to_session: Any, process: ServerProcess) -> None:
+@dataclass(kw_only=True, eq=False)
+class _Server:
+    """The server's process and our ends of its three pipes as asyncio streams."""
+
+    waited: WaitedProcess
+    stdin: asyncio.StreamWriter
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader
+    transports: list[asyncio.BaseTransport]
+
+    @property
+    def pid(self) -> int:
+        return self.waited.pid
+
+
+async def _start(entry: StdioServer, cwd: Path) -> _Server:
+    """Start the server in a session and group of its own, waited for without being reaped
+    (``process_waiter``): its group is signalled only while its id is still the server's.
+    Before, asyncio's subprocess: its child watcher reaped the server at its exit, and the
+    SIGKILL of what the server left in its group went by a number already free."""
+    pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read end, write end)
+    (stdin_read, stdin_write), (out_read, out_write), (err_read, err_write) = pipes
+    try:
+        waited = spawn_waited(
+            (entry.command, *entry.args),
+            cwd=cwd,
+            env={**os.environ, **trace_env(), **entry.env},  # a traced run's context reaches it
+            stdin=stdin_read,
+            stdout=out_write,
+            stderr=err_write,
+            new_session=True,
+        )
+    except BaseException:
+        for fd in (stdin_write, out_read, err_read):
+            os.close(fd)
+        raise
+    finally:
+        for fd in (stdin_read, out_write, err_write):
+            os.close(fd)  # the server holds its own copies
+    transports: list[asyncio.BaseTransport] = []
+    left = [out_read, err_read, stdin_write]  # not yet handed to a transport (which closes it)
+    try:
+        stdout, transport = await open_pipe_reader(left.pop(0), limit=MAX_LINE)
+        transports.append(transport)
+        stderr, transport = await open_pipe_reader(left.pop(0))
+        transports.append(transport)
+        stdin = await _pipe_writer(left.pop(0))
+        transports.append(stdin.transport)
+    except BaseException:
+        waited.kill_group()  # unreaped: its group is still its own
+        for transport in transports:
+            transport.close()
+        for fd in left:
+            os.close(fd)
+        raise
+    return _Server(waited=waited, stdin=stdin, stdout=stdout, stderr=stderr, transports=transports)
+
+
+async def _pipe_writer(write_fd: int) -> asyncio.StreamWriter:
+    """An asyncio stream writer (with ``drain``) over our end of the server's stdin."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()),
+        os.fdopen(write_fd, "wb", 0),
+    )
+    return asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+async def _read_stdout(proc: _Server, to_session: Any, process: ServerProcess) -> None:
     import mcp_types
     from mcp.shared.message import SessionMessage
 
@@ -141,7 +200,7 @@ async def _read_stdout(proc: Any, to_session: Any, process: ServerProcess) -> No
         return
     finally:
         await _exited(proc, 1.0)  # for the exit status in messages; a held pipe only costs 1 s
-        process.returncode = proc.returncode
+        process.returncode = proc.waited.returncode
         process.ended.set()
 
 
@@ -173,7 +232,7 @@ def _parsed(line: bytes, mcp_types: Any, session_message: Any) -> Any:
         return session_message(mcp_types.jsonrpc_message_adapter.validate_python(error))
 
 
-async def _write_stdin(proc: Any, from_session: Any) -> None:
+async def _write_stdin(proc: _Server, from_session: Any) -> None:
     try:
         async with from_session:
             async for message in from_session:
@@ -184,44 +243,47 @@ async def _write_stdin(proc: Any, from_session: Any) -> None:
         return
 
 
-async def _read_stderr(proc: Any, process: ServerProcess) -> None:
+async def _read_stderr(proc: _Server, process: ServerProcess) -> None:
     with contextlib.suppress(Exception):
         while chunk := await proc.stderr.read(4096):
             process.add_stderr(chunk)
 
 
 async def _shutdown(
-    proc: Any, process: ServerProcess, tasks: list[asyncio.Task[None]], streams: tuple[Any, ...]
+    proc: _Server, process: ServerProcess, tasks: list[asyncio.Task[None]], streams: tuple[Any, ...]
 ) -> None:
     """MCP's shutdown order, every wait bounded; the group is dead when this returns."""
+    waited = proc.waited
     with contextlib.suppress(Exception):
         proc.stdin.close()
     if not await _exited(proc, EXIT_GRACE_S):
-        kill_group(proc.pid, signal.SIGTERM)
+        waited.kill_group(signal.SIGTERM)
         if not await _exited(proc, EXIT_GRACE_S):
-            kill_group(proc.pid, signal.SIGKILL)
+            waited.kill_group(signal.SIGKILL)
             await _exited(proc, EXIT_GRACE_S)
-    kill_group(proc.pid, signal.SIGKILL)  # whatever the server left running in its group
-    process.returncode = proc.returncode
+    # Whatever the server left running in its group, before the reap: the group's id is
+    # still the server's until then.
+    waited.kill_group(signal.SIGKILL)
+    if waited.exited.done():
+        waited.reap()
+    else:  # stuck in the kernel past its SIGKILL: its waiter reaps it whenever it ends
+        waited.abandon()
+    process.returncode = waited.returncode
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    for transport in proc.transports:
+        transport.close()
     for stream in streams:
         with contextlib.suppress(Exception):
             await stream.aclose()
     process.ended.set()
 
 
-async def _exited(proc: Any, wait_s: float) -> bool:
-    """Whether the process exited within ``wait_s``. Polls ``returncode``: ``wait()`` would also
-    wait for the pipes, which a grandchild of the server may hold open."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
-    while proc.returncode is None:
-        if loop.time() >= deadline:
-            return False
-        await asyncio.sleep(_POLL_S)
-    return True
+async def _exited(proc: _Server, wait_s: float) -> bool:
+    """Whether the server exited within ``wait_s`` (unreaped: ``_shutdown`` reaps it)."""
+    done, _ = await asyncio.wait({proc.waited.exited}, timeout=wait_s)
+    return bool(done)
 
 
 async def _shielded(task: asyncio.Task[None]) -> None:
