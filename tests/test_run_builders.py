@@ -1,6 +1,7 @@
 """The per-child run objects built field by field (``agent_run.new_run``, ``new_frame``,
 ``new_job``, ``query.new_stats``, ``new_loop_spec``, ``new_outcome``, ``events.new_ref``,
-``tools.base.new_context``, ``models.base.new_request``, ``new_metadata``) are
+``tools.base.new_context``, ``models.base.new_request``, ``new_metadata``,
+``spec.new_spec``) are
 what their classes' keyword calls build (``builders.check_builder``: random values, every
 field, the class's order), and a session's children get runs of their own calls' values."""
 
@@ -16,6 +17,7 @@ from builders import Given, check_builder
 from cli_helpers import agent_call
 from subagents.agents import agent_run
 from subagents.agents.agent_run import AgentFrame, AgentJob, AgentRun, new_frame, new_job, new_run
+from subagents.agents.spec import ChildSpec, new_spec
 from subagents.events import AgentRef, new_ref
 from subagents.loop.query import (
     LoopOutcome,
@@ -85,6 +87,10 @@ def test_new_outcome_builds_what_the_keyword_call_builds() -> None:
     check_builder(new_outcome, LoopOutcome)
 
 
+def test_new_spec_builds_what_the_keyword_call_builds() -> None:
+    check_builder(new_spec, ChildSpec)
+
+
 def test_new_context_builds_what_the_keyword_call_builds() -> None:
     check_builder(new_context, ToolContext)
 
@@ -148,6 +154,10 @@ async def test_a_sessions_children_get_runs_of_their_calls(
         # A frame's mode is its checker's (the mode its rules are checked in).
         assert frame.permissions is not None and spec.ctx.can_use_tool is not None
         assert frame.permission_mode == frame.permissions.context.mode
+        # A child holding the Agent tool has catalog reminders (the loop's, from its spec).
+        holds_agent = "Agent" in frame.tool_names()
+        assert (spec.reminders is not None) == (spec.restate is not None) == holds_agent
+        assert spec.on_turn is not None or not run.depth
         if run.depth:
             assert frame.mode_ceiling == (mode or "default")
             if run.description == "fg":
@@ -165,3 +175,75 @@ async def test_a_sessions_children_get_runs_of_their_calls(
         assert run.worktree_fields == {} and run.worktree_outcome is None
         assert run.stats is not main.stats and run.messages is not main.messages
         assert run.worktree_fields is not main.worktree_fields
+
+
+async def test_a_fresh_childs_spec_has_its_definitions_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``definition_spec`` sets the fields it does not pass to ``new_spec`` (reminders, the
+    requested mode, frontmatter hooks, memory): each reaches the spec, and the loop."""
+    from subagents.agents import agent_tool
+    from subagents.agents.definitions import load_definitions
+
+    seen: list[ChildSpec] = []
+    real_assemble = agent_tool.assemble
+
+    def capture_spec(*args: Any) -> Any:
+        seen.append(args[-1])
+        return real_assemble(*args)
+
+    specs: list[LoopSpec] = []
+    real = agent_run.run_loop
+
+    async def capture(spec: LoopSpec) -> LoopOutcome:
+        specs.append(spec)
+        return await real(spec)
+
+    monkeypatch.setattr(agent_tool, "assemble", capture_spec)
+    monkeypatch.setattr(agent_run, "run_loop", capture)
+    hooks = {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}
+    agents = {
+        "delegator": {
+            "description": "delegates",
+            "prompt": "You delegate.",
+            "tools": ["Agent", "Read"],
+            "hooks": hooks,
+        }
+    }
+    definitions = load_definitions(
+        cwd=tmp_path,
+        home=tmp_path / "h",
+        subagents_home=tmp_path / "s",
+        cli_agents=__import__("json").dumps(agents),
+    )
+    script: dict[str, Any] = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"tool_calls": [agent_call("go", "delegator", mode="plan")]},
+                    {"text": "ok"},
+                ],
+            },
+            {"agent_type": "delegator", "turns": [{"text": "done"}]},
+        ]
+    }
+    session = Session(
+        SessionOptions(
+            model=ScriptedModel.from_dict(script),
+            cwd=tmp_path,
+            home=tmp_path / "h",
+            definitions=definitions,
+        )
+    )
+    await session.run("go")
+    (child,) = seen
+    assert child.kind == "fresh" and child.agent_type == "delegator"
+    assert child.reminders is not None and child.restate is not None
+    assert child.requested_mode == "plan" and child.agent_id is None
+    assert child.definition is not None and child.frontmatter_hooks is child.definition.hooks
+    assert child.frontmatter_hooks is not None and child.memory is None
+    assert child.memory_only == frozenset() and child.lineage is None and child.task_text == ""
+    loop = specs[-1]
+    assert loop.reminders is child.reminders and loop.restate is child.restate
+    assert loop.prompt == "go" and loop.team_name is None

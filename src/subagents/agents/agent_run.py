@@ -378,17 +378,17 @@ async def run_agent(job: AgentJob) -> LoopOutcome:
         thinking=frame.thinking,
         inbox=job.inbox,
         log=log,
-        on_turn=job.on_turn,
         tool_schemas=frame.tool_schemas,
         stats=run.stats,
         tool_concurrency=job.tool_concurrency,
-        reminders=job.reminders,
-        restate=job.restate,
         compaction=job.compaction,
         task_text=job.task_text or run.prompt,
-        team_name=team.team_name if team is not None else None,
-        member_name=team.name if team is not None else None,
     )
+    # The rest set here, not passed: a call of more than fifteen keywords is made through a
+    # dict (``new_loop_spec``).
+    spec.on_turn, spec.reminders, spec.restate = job.on_turn, job.reminders, job.restate
+    if team is not None:
+        spec.team_name, spec.member_name = team.team_name, team.name
     outcome: LoopOutcome | None = None
     observer = job.ctx.observer
     observation = observer.agent_started(agent_start(job)) if observer is not None else None

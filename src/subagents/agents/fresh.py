@@ -27,7 +27,7 @@ from subagents.agents.prompts import child_system_prompt, environment_for, profi
 from subagents.agents.reminders import reminders_for
 from subagents.agents.runtime import AgentRuntime
 from subagents.agents.schema import AgentDefinition
-from subagents.agents.spec import IN_PARENTS_FOLDER, ChildSpec, Workspace
+from subagents.agents.spec import IN_PARENTS_FOLDER, ChildSpec, Workspace, new_spec
 from subagents.loop.query import Budget, budget_of
 from subagents.messages import user_message
 from subagents.models.base import Model, ToolSchema
@@ -99,7 +99,7 @@ def definition_spec(
     system = build_system_prompt(runtime, definition, cwd, model)
     if memory is not None:
         system = f"{system}\n\n{memory.prompt_block(definition.name)}"
-    return ChildSpec(
+    spec = new_spec(
         kind="fresh",
         agent_type=definition.name,
         description=request.description,
@@ -109,20 +109,22 @@ def definition_spec(
         tools=tools,
         tool_schemas=tool_schemas,
         messages=[first],
-        reminders=reminders.next_blocks if reminders else None,
-        restate=reminders.restated_blocks if reminders else None,
         budget=_budget(definition),
         definition=definition,
         permission_mode=definition.permission_mode or parent.permission_mode,
-        requested_mode=parse_mode(request.mode) if request.mode else None,
-        frontmatter_hooks=definition.hooks,
         background=request.background,
         tool_use_id=request.tool_use_id,
-        agent_id=request.agent_id,
         workspace=_workspace(request),
-        memory=memory,
-        memory_only=memory_only,
     )
+    # The rest set here, not passed: a call of more than fifteen keywords is made through a
+    # dict (``new_spec``).
+    if reminders:
+        spec.reminders, spec.restate = reminders.next_blocks, reminders.restated_blocks
+    if request.mode:
+        spec.requested_mode = parse_mode(request.mode)
+    spec.frontmatter_hooks, spec.agent_id = definition.hooks, request.agent_id
+    spec.memory, spec.memory_only = memory, memory_only
+    return spec
 
 
 def child_tools(definition: AgentDefinition, parent_tools: list[Tool[Any]]) -> list[Tool[Any]]:

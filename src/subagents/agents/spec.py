@@ -73,6 +73,9 @@ IN_PARENTS_FOLDER = Workspace()
 not a frozen three-field build per child."""
 
 
+_NO_NAMES: frozenset[str] = frozenset()
+
+
 @dataclass(kw_only=True)
 class ChildSpec:
     """Everything that makes one child what it is (see the module docstring)."""
@@ -120,7 +123,7 @@ class ChildSpec:
     memory: AgentMemory | None = None
     """The agent's memory folder (``memory:`` of its definition): a confinement root it may
     use whatever its mode; the index is already in ``system`` for a fresh child."""
-    memory_only: frozenset[str] = frozenset()
+    memory_only: frozenset[str] = _NO_NAMES
     """Tools the child holds only for its memory: they work only inside that folder."""
     mcp: McpScope | None = None
     """The definition's own MCP servers, started for this child (``agents.mcp_scope``); the
@@ -130,3 +133,64 @@ class ChildSpec:
 
     def tool_names(self) -> list[str]:
         return [tool.name for tool in self.tools]
+
+
+def new_spec(
+    *,
+    kind: ChildKind,
+    agent_type: str,
+    description: str,
+    prompt: str,
+    model: Model,
+    system: str,
+    tools: list[Tool[Any]],
+    messages: list[Message],
+    tool_schemas: list[ToolSchema] | None,
+    budget: Budget,
+    definition: AgentDefinition | None,
+    permission_mode: str,
+    background: bool,
+    tool_use_id: str | None,
+    workspace: Workspace,
+) -> ChildSpec:
+    """``ChildSpec(kind=..., ...)`` of these fields, the others at their defaults (the caller
+    sets those it has), with every field set directly: each fresh child's spec is one
+    (``fresh.definition_spec``), and a class called with keywords packs them into a dict and
+    unpacks it for ``__init__``. Fifteen parameters, no more: Python 3.11 compiles a call with
+    more than fifteen keywords into a dict and ``CALL_FUNCTION_EX`` (16 keywords cost 11.3 k
+    instructions, 15 cost 3.8 k; docs/performance.md, session 15). The fields in the class's
+    order; a field added to the class fails ``tests/test_run_builders.py`` until it is set
+    here too."""
+    spec: ChildSpec = _new(ChildSpec)
+    spec.kind = kind
+    spec.agent_type = agent_type
+    spec.description = description
+    spec.prompt = prompt
+    spec.model = model
+    spec.system = system
+    spec.tools = tools
+    spec.messages = messages
+    spec.tool_schemas = tool_schemas
+    spec.thinking = None
+    spec.budget = budget
+    spec.definition = definition
+    spec.permission_mode = permission_mode
+    spec.requested_mode = None
+    spec.inherit_permissions = False
+    spec.frontmatter_hooks = None
+    spec.background = background
+    spec.tool_use_id = tool_use_id
+    spec.agent_id = None
+    spec.lineage = None
+    spec.workspace = workspace
+    spec.reminders = None
+    spec.restate = None
+    spec.task_text = ""
+    spec.memory = None
+    spec.memory_only = _NO_NAMES
+    spec.mcp = None
+    spec.team = None
+    return spec
+
+
+_new = object.__new__

@@ -160,26 +160,22 @@ def new_loop_spec(
     messages: list[Message],
     prompt: str,
     budget: Budget,
-    max_output_tokens: int = MAX_OUTPUT_TOKENS,
     thinking: dict[str, Any] | None,
     inbox: Inbox | None,
     log: MessageLog | None,
-    on_turn: Callable[[LoopStats], None] | None,
     tool_concurrency: int,
     stats: LoopStats | None,
     tool_schemas: list[Any] | None,
-    reminders: Callable[[], list[ContentBlock]] | None,
-    restate: Callable[[], list[ContentBlock]] | None,
     compaction: CompactionPolicy | None,
     task_text: str,
-    team_name: str | None,
-    member_name: str | None,
 ) -> LoopSpec:
-    """``LoopSpec(caller=..., ...)`` with every field set directly: each agent's run builds one,
-    and a class called with twenty keywords packs them into a dict and unpacks it for
-    ``__init__`` (docs/performance.md, session 15). The fields in the class's order, so both
-    builds share one key table; a field added to the class fails ``tests/test_run_builders.py``
-    until it is set here too."""
+    """``LoopSpec(caller=..., ...)`` of these fields, the others at their defaults (the caller
+    sets those it has), with every field set directly: each agent's run builds one, and a class
+    called with keywords packs them into a dict and unpacks it for ``__init__``. Fifteen
+    parameters, no more: Python 3.11 compiles a call with more than fifteen keywords into a
+    dict and ``CALL_FUNCTION_EX`` (docs/performance.md, session 15). The fields in the class's
+    order; a field added to the class fails ``tests/test_run_builders.py`` until it is set
+    here too."""
     spec: LoopSpec = _new(LoopSpec)
     spec.caller = caller
     spec.system = system
@@ -188,20 +184,20 @@ def new_loop_spec(
     spec.messages = messages
     spec.prompt = prompt
     spec.budget = budget
-    spec.max_output_tokens = max_output_tokens
+    spec.max_output_tokens = MAX_OUTPUT_TOKENS
     spec.thinking = thinking
     spec.inbox = inbox
     spec.log = log
-    spec.on_turn = on_turn
+    spec.on_turn = None
     spec.tool_concurrency = tool_concurrency
     spec.stats = stats
     spec.tool_schemas = tool_schemas
-    spec.reminders = reminders
-    spec.restate = restate
+    spec.reminders = None
+    spec.restate = None
     spec.compaction = compaction
     spec.task_text = task_text
-    spec.team_name = team_name
-    spec.member_name = member_name
+    spec.team_name = None
+    spec.member_name = None
     return spec
 
 
