@@ -247,3 +247,52 @@ async def test_a_fresh_childs_spec_has_its_definitions_parts(
     loop = specs[-1]
     assert loop.reminders is child.reminders and loop.restate is child.restate
     assert loop.prompt == "go" and loop.team_name is None
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+async def test_a_childs_depth_is_its_parents_plus_one_and_limited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    """Each nested child's run is one deeper than its parent's, and a parent at the limit
+    cannot spawn (``agent_tool._check_limits`` and ``assembly._run`` read the run's depth)."""
+    from subagents.agents.definitions import load_definitions
+    from subagents.config import RuntimeConfig
+
+    specs: list[LoopSpec] = []
+    real = agent_run.run_loop
+
+    async def capture(spec: LoopSpec) -> LoopOutcome:
+        specs.append(spec)
+        return await real(spec)
+
+    monkeypatch.setattr(agent_run, "run_loop", capture)
+    nester = {"nester": {"description": "nests", "prompt": "You nest.", "tools": ["Agent"]}}
+    definitions = load_definitions(
+        cwd=tmp_path,
+        home=tmp_path / "h",
+        subagents_home=tmp_path / "s",
+        cli_agents=__import__("json").dumps(nester),
+    )
+    turns = [{"tool_calls": [agent_call("deeper", "nester")]}, {"text": "{{tool_results}}"}]
+    script: dict[str, Any] = {
+        "agents": [
+            {"agent_type": "main", "turns": turns},
+            {"agent_type": "nester", "turns": turns},
+        ]
+    }
+    session = Session(
+        SessionOptions(
+            model=ScriptedModel.from_dict(script),
+            cwd=tmp_path,
+            home=tmp_path / "h",
+            definitions=definitions,
+            config=RuntimeConfig(max_spawn_depth=limit),
+        )
+    )
+    result = await session.run("go")
+    depths = []
+    for spec in specs:
+        assert isinstance(spec.ctx.owner, AgentFrame)
+        depths.append(spec.ctx.owner.run.depth)
+    assert depths == list(range(limit + 1))
+    assert "depth limit" in str(result.payload.get("result"))

@@ -398,7 +398,7 @@ def _check_spawn(runtime: AgentRuntime, frame: AgentFrame, agent_type: str) -> N
 
 def _check_limits(runtime: AgentRuntime, frame: AgentFrame) -> None:
     limit = runtime.config.max_spawn_depth
-    if frame.depth + 1 > limit:
+    if frame.run.depth + 1 > limit:  # (the run's field: ``AgentFrame.depth`` is a property)
         raise ToolError(
             f"Sub-agent nesting depth limit reached: agents may nest at most {limit} levels "
             "below the main agent (SUBAGENTS_MAX_SPAWN_DEPTH). Do the work directly instead."

@@ -137,7 +137,7 @@ def _run(ref: AgentRef, spec: ChildSpec, parent: AgentFrame) -> AgentRun:
         description=spec.description,
         prompt=spec.prompt,
         model=spec.model.name,
-        depth=parent.depth + 1,
+        depth=parent.run.depth + 1,  # (the run's field: ``AgentFrame.depth`` is a property)
         is_background=spec.background,
         tool_use_id=spec.tool_use_id,
         root_agent_id=lineage.root_agent_id if lineage is not None else None,

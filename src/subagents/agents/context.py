@@ -98,4 +98,4 @@ def _child_tracker(
         transcript = services.transcript_for(agent.agent_id) if services is not None else None
     if transcript is None:
         return ProcessTracker()
-    return ProcessTracker(on_add=transcript_group_recorder(transcript))
+    return ProcessTracker(transcript_group_recorder(transcript))  # (by position: a class call)

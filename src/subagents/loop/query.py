@@ -56,6 +56,7 @@ from subagents.messages import (
     Usage,
     assistant_text,
     text_block,
+    usage_of,
     user_message,
 )
 from subagents.models.base import MessageDone, ModelError, new_metadata, new_request
@@ -249,7 +250,7 @@ def new_stats() -> LoopStats:
     stats: LoopStats = _new(LoopStats)
     stats.num_turns = 0
     stats.tool_use_count = 0
-    stats.usage = Usage()
+    stats.usage = usage_of(0, 0, 0, 0)
     stats.latest_input_tokens = 0
     stats.context_tokens = 0
     stats.compactions = 0
