@@ -132,6 +132,8 @@ def a_result(rng: random.Random) -> Any:
             NO_RESULT,
             RunResult(text=5, reason="completed"),  # type: ignore[arg-type]
             RunResult(text=Text("t"), reason="completed"),
+            RunResult(text="t", reason=3),  # type: ignore[arg-type]
+            RunResult(text="t", reason="completed", error=7),  # type: ignore[arg-type]
             None,
         ]
     )

@@ -347,7 +347,13 @@ class DurableRecords:
     # -- queueing and handing over ------------------------------------------------------------
 
     def _own(self, write: OwnedWrite) -> Written:
-        future = self._future()
+        # ``_future`` in line (two owner writes per child: a Python call each less)
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.get_running_loop()
+        if self._handover is None:
+            self._handover = loop.call_soon(self._hand_over, loop)
+        future: Written = loop.create_future()
         self._owned.append(write)
         self._owned_futures.append(future)
         return future

@@ -452,7 +452,10 @@ def terminal_record(
         and type(resumable) is bool
         and type(now) is float
         and now == now  # NaN: the checked path
-        and _plain_result(result)
+        and type(result) is RunResult  # (``_plain_result`` in line)
+        and type(result.text) is str
+        and type(result.reason) is str
+        and (result.error is None or type(result.error) is str)
         and _plain_stats(stats)
     ):
         fields = record.__dict__.copy()  # ``_plain_update``: ``replace`` without ``__init__``
