@@ -607,14 +607,25 @@ class StreamAssembler(PieceReading):
             block["input"] = parse_tool_arguments("".join(self.partial_json.pop(index)))
 
     def _merge_usage(self, usage: dict[str, Any] | None) -> None:
-        """Counters are cumulative: a later non-null value replaces an earlier one."""
+        """Counters are cumulative: a later non-null value replaces an earlier one.
+
+        The four counters (``USAGE_KEYS``) written out, not looped over: a loop's steps were
+        half of this, which runs twice per call (``message_start``, ``message_delta``)."""
         if not usage:
             return
         counters = self.usage
-        for key in USAGE_KEYS:
-            value = usage.get(key)
-            if value is not None:
-                counters[key] = value if type(value) is int else int(value)
+        value = usage.get("input_tokens")
+        if value is not None:
+            counters["input_tokens"] = value if type(value) is int else int(value)
+        value = usage.get("output_tokens")
+        if value is not None:
+            counters["output_tokens"] = value if type(value) is int else int(value)
+        value = usage.get("cache_creation_input_tokens")
+        if value is not None:
+            counters["cache_creation_input_tokens"] = value if type(value) is int else int(value)
+        value = usage.get("cache_read_input_tokens")
+        if value is not None:
+            counters["cache_read_input_tokens"] = value if type(value) is int else int(value)
 
 
 def _stream_error(data: bytes) -> StreamErrorEvent:

@@ -404,8 +404,14 @@ class ChunkAssembler(PieceReading):
         text = self.feed(chunk)
         if text:
             shown.append(text)
-        if rest is not None and not _learn_finish(rest, chunk):
-            self._learn(rest, chunk, started=len(self.calls) != calls)
+        if rest is not None:
+            if chunk.get("usage"):
+                # No finish to look up and no template (``_learn_finish`` and ``_template``
+                # each refuse a chunk with usage): only a call it started is learnt for.
+                if len(self.calls) != calls:
+                    self._learn(rest, chunk, started=True)
+            elif not _learn_finish(rest, chunk):
+                self._learn(rest, chunk, started=len(self.calls) != calls)
 
     def _prove_opening(self, data: bytes) -> bytes:
         """The first chunk's opening, proven skippable (``_skippable``) or b"", now ``skip``;
@@ -727,19 +733,26 @@ def _replace(chunk: dict[str, Any], value: str, probe: str) -> bool:
 
 def map_usage(usage: dict[str, Any]) -> Usage:
     """Chat-completions usage as our four counters; cached prompt tokens count once, as reads."""
-    prompt = _count(usage.get("prompt_tokens"))
-    details = usage.get("prompt_tokens_details") or {}
-    cached = _count(details.get("cached_tokens"))
-    written = _count(details.get("cache_write_tokens"))
+    # Each counter as ``int(value or 0)`` reads it, a plain int taken as it is, inline: a
+    # helper call per counter was a third of this function, which runs once per OpenAI call.
+    prompt = usage.get("prompt_tokens")
+    if type(prompt) is not int:
+        prompt = int(prompt or 0)
+    details = usage.get("prompt_tokens_details")
+    if details:
+        cached = details.get("cached_tokens")
+        if type(cached) is not int:
+            cached = int(cached or 0)
+        written = details.get("cache_write_tokens")
+        if type(written) is not int:
+            written = int(written or 0)
+    else:  # ``{}``'s counters
+        cached = written = 0
+    completion = usage.get("completion_tokens")  # (read last: a bad counter fails as before)
+    if type(completion) is not int:
+        completion = int(completion or 0)
     uncached = prompt - cached - written
-    return usage_of(
-        uncached if uncached > 0 else 0, _count(usage.get("completion_tokens")), written, cached
-    )
-
-
-def _count(value: Any) -> int:
-    """A counter as ``int(value or 0)`` reads it (without the call for a plain int)."""
-    return value if type(value) is int else int(value or 0)
+    return usage_of(uncached if uncached > 0 else 0, completion, written, cached)
 
 
 def _chunk_error(error: object) -> StreamErrorEvent:
