@@ -1,7 +1,7 @@
 """The per-child run objects built field by field (``agent_run.new_run``, ``new_frame``,
 ``new_job``, ``query.new_stats``, ``new_loop_spec``, ``new_outcome``, ``events.new_ref``,
 ``tools.base.new_context``, ``models.base.new_request``, ``new_metadata``,
-``spec.new_spec``) are
+``spec.new_spec``, ``retry.new_caller``) are
 what their classes' keyword calls build (``builders.check_builder``: random values, every
 field, the class's order), and a session's children get runs of their own calls' values."""
 
@@ -28,6 +28,7 @@ from subagents.loop.query import (
     new_stats,
 )
 from subagents.models.base import ModelRequest, RequestMetadata, new_metadata, new_request
+from subagents.models.retry import ModelCaller, new_caller
 from subagents.session import Session, SessionOptions
 from subagents.testing import ScriptedModel
 from subagents.tools.base import ToolContext, new_context
@@ -98,6 +99,10 @@ def test_new_context_builds_what_the_keyword_call_builds() -> None:
 def test_a_loops_request_builds_what_the_keyword_calls_build() -> None:
     check_builder(new_request, ModelRequest)
     check_builder(new_metadata, RequestMetadata)
+
+
+def test_new_caller_builds_what_the_keyword_call_builds() -> None:
+    check_builder(new_caller, ModelCaller)
 
 
 def test_new_ref_builds_what_the_keyword_call_builds() -> None:

@@ -28,7 +28,7 @@ from subagents.loop.query import MAX_OUTPUT_TOKENS
 from subagents.models.base import Model, ToolSchema
 from subagents.models.pricing import SessionPrices
 from subagents.models.resolve import resolve_alias
-from subagents.models.retry import ModelCaller, ObservedModelCaller, RetryPolicy
+from subagents.models.retry import ModelCaller, ObservedModelCaller, RetryPolicy, new_caller
 from subagents.observe import RunObserver
 from subagents.permissions.checker import PermissionChecker
 from subagents.permissions.context import PermissionContext
@@ -116,7 +116,7 @@ class AgentRuntime:
                 prices=self.prices,
                 observer=self.observer,
             )
-        return ModelCaller(
+        return new_caller(
             model=model, policy=self.retry, fallback=self.fallback, prices=self.prices
         )
 

@@ -142,6 +142,27 @@ class ModelCaller:
             self.on_notice(subtype, data)
 
 
+def new_caller(
+    *, model: Model, policy: RetryPolicy, fallback: Model | None, prices: Callable[[str], Price]
+) -> ModelCaller:
+    """``ModelCaller(model=..., ...)`` of these fields, the others at their defaults, with
+    every field set directly: each child's job gets one (``AgentRuntime.caller``), and a class
+    called with keywords packs them into a dict and unpacks it for ``__init__``
+    (docs/performance.md, session 15). ``tests/test_run_builders.py`` holds it to the class."""
+    caller: ModelCaller = _new(ModelCaller)
+    caller.model = model
+    caller.policy = policy
+    caller.fallback = fallback
+    caller.on_notice = None
+    caller.prices = prices
+    caller.on_text = None
+    # (``_bound`` and ``_respond`` left to the class's None, as ``__init__`` leaves them)
+    return caller
+
+
+_new = object.__new__
+
+
 @dataclass(kw_only=True)
 class ObservedModelCaller(ModelCaller):
     """A ``ModelCaller`` that tells an observer about each call (its retries included): chosen
