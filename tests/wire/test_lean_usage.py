@@ -210,3 +210,128 @@ def test_a_chunk_with_usage_that_starts_a_call_still_brings_its_arguments_templa
     assert dones[0].usage == Usage(input_tokens=9, output_tokens=2)
     assert first.runs == [1]  # the second argument delta, by the template its first taught
     assert second.runs == [1, 2]  # the text, and both argument deltas: learnt at the start
+
+
+# How a message_delta's usage bytes may be broken or odd: what follows the usage, what is
+# inside it, what stands for it.
+DELTA_CORRUPTIONS: list[tuple[str, bytes]] = [
+    ("after", b',"x":1'),
+    ("after", b"  "),
+    ("after", b"\t"),
+    ("after", b"}"),
+    ("after", b"\n"),
+    ("after", b"\r"),
+    ("before", b" "),
+    ("before", b"\n"),
+    ("before", b"\r\n"),
+    ("inside", b"\n"),
+    ("inside", b"\r"),
+    ("inside", b'"'),
+    ("inside", b"\xff"),
+    ("whole", b"null"),
+    ("whole", b"[1]"),
+    ("whole", b"7"),
+    ("whole", b""),
+    ("whole", b"{}"),
+    ("cut", b""),
+]
+STOP_REASONS = ["end_turn", "tool_use", "max_tokens", "pause_turn", "refusal", "stop_sequence", "x"]
+
+
+def _delta_record(rng: random.Random) -> bytes:
+    delta: dict[str, object] = {"stop_reason": rng.choice(STOP_REASONS)}
+    if rng.random() < 0.9:
+        delta["stop_sequence"] = None if rng.random() < 0.8 else "END"
+    if rng.random() < 0.05:
+        delta = {"stop_sequence": None, "stop_reason": "tool_use"}  # another order
+    counters = {key: rng.choice([0, 3, 61, 10210]) for key in USAGE_KEYS if rng.random() < 0.8}
+    usage = orjson.dumps(counters)
+    if rng.random() < 0.5:
+        where, piece = rng.choice(DELTA_CORRUPTIONS)
+        at = rng.randrange(1, len(usage)) if len(usage) > 1 else 0
+        usage = {
+            "after": usage + piece,
+            "before": piece + usage,
+            "inside": usage[:at] + piece + usage[at:],
+            "whole": piece,
+            "cut": usage[:at],
+        }[where]
+    head = orjson.dumps({"type": "message_delta", "delta": delta})[:-1]
+    closing = b"}" if rng.random() < 0.8 else rng.choice(CLOSINGS)
+    return b"event: message_delta\ndata: " + head + b',"usage":' + usage + closing
+
+
+# What may stand for the record's closing brace.
+CLOSINGS = [b"]", b"", b"}}", b" }", b"},", b'},"x":1}', b"}\n", b"}\r", b"}\r\n", b"1"]
+
+
+def _delta_stream(rng: random.Random) -> list[bytes]:
+    """A text answer ending with a random message_delta: its records, each with its blank
+    line (the API sends one per HTTP chunk)."""
+    start = {"type": "message_start", "message": {"usage": {"input_tokens": 5}}}
+    records = [
+        b"event: message_start\ndata: " + orjson.dumps(start),
+        b"event: content_block_start\ndata: "
+        b'{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}',
+        b"event: content_block_delta\ndata: "
+        b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}',
+        b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}',
+        _delta_record(rng),
+        b'event: message_stop\ndata: {"type":"message_stop"}',
+    ]
+    return [record + b"\n\n" for record in records]
+
+
+def _delta_outcome(pieces: list[bytes], how: str) -> object:
+    assembler = StreamAssembler()
+    decoder = _sse.SSEDecoder()
+    try:
+        if how == "pieces":  # as ``LeanCall.respond`` reads a chunked body
+            assembler.feed_pieces(pieces, decoder)
+            assembler.feed_records(decoder.flush_records())
+        elif how == "records":
+            assembler.feed_records(decoder.records(b"".join(pieces)) + decoder.flush_records())
+        else:  # every record parsed alone, as the SDK reads it
+            shown: list[str] = []
+            for record in decoder.records(b"".join(pieces)) + decoder.flush_records():
+                event = _sse.parse_record(record)
+                if event is not None:
+                    assembler._feed_event(event[0], event[1], shown)
+        done = assembler.done("m", "label")
+        return done.message, done.usage, done.stop_reason
+    except Exception as exc:
+        return (type(exc).__name__, str(exc))
+
+
+def test_a_message_delta_read_by_its_usage_reads_as_parsed_whole() -> None:
+    rng = random.Random(17)
+    fast = 0
+    for _ in range(3000):
+        pieces = _delta_stream(rng)
+        expected = _delta_outcome(pieces, "general")
+        assert _delta_outcome(pieces, "pieces") == expected, pieces[4]
+        assert _delta_outcome(pieces, "records") == expected, pieces[4]
+        try:
+            fast += StreamAssembler()._read_delta(pieces[4], True)
+        except AttributeError:  # a usage that is no object: it fails on both readings
+            pass
+    assert fast > 600  # the usual deltas were read by their usage (else this compares nothing)
+
+
+def test_the_bench_message_delta_is_read_by_its_usage() -> None:
+    record = (
+        b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"tool_use",'
+        b'"stop_sequence":null},"usage":{"input_tokens":4,"cache_creation_input_tokens":1532,'
+        b'"cache_read_input_tokens":10210,"output_tokens":61}}'
+    )
+    assembler = StreamAssembler()
+    assert assembler._read_delta(record + b"\n\n", True)
+    assert assembler._read_delta(record, False)
+    assert not assembler._read_delta(record + b"\n\n", False)  # a record has no blank line
+    assert assembler.stop_reason == "tool_use"
+    assert assembler.usage == {
+        "input_tokens": 4,
+        "cache_creation_input_tokens": 1532,
+        "cache_read_input_tokens": 10210,
+        "output_tokens": 61,
+    }

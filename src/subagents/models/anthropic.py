@@ -314,6 +314,14 @@ def _known_records() -> dict[bytes, tuple[str, int]]:
     return known
 
 
+_DELTA_LINE = b"event: message_delta\n"
+_DELTA_HEADS = {
+    b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"%s",'
+    b'"stop_sequence":null}' % reason.encode(): reason
+    for reason in ("end_turn", "tool_use", "max_tokens", "pause_turn", "refusal")
+}
+"""A ``message_delta`` record up to its usage, as the API writes it, and its stop reason."""
+
 _KNOWN_BLOCKS = 16
 _KNOWN_RECORDS = _known_records()
 _KNOWN_PIECES = {record + b"\n\n": action for record, action in _KNOWN_RECORDS.items()}
@@ -414,6 +422,8 @@ class StreamAssembler(PieceReading):
                     self._expect_run(index, "text")
                 elif kind == "message_stop":
                     self.stopped = True
+            elif item[:21] == _DELTA_LINE and self._read_delta(item, ended):
+                pass  # the message's delta, read as its parse reads it
             elif not ended:
                 event = parse_record(item)
                 if event is None:
@@ -432,6 +442,36 @@ class StreamAssembler(PieceReading):
         if run:
             self._apply_run(run, shown, ended)
         return len(items)
+
+    def _read_delta(self, item: bytes, ended: bool) -> bool:
+        """Apply a ``message_delta`` record (``ended``: a piece, the record and its blank line)
+        as its parse would be, parsing only its usage, when it is one of the API's usual
+        heads (``_DELTA_HEADS``: a stop reason, a null stop sequence) + ``,"usage":`` + U +
+        ``}``, with U one line of JSON on its own; else False (it is read as before).
+
+        Why this is its parse: the head is a fixed event line and the opening of a data
+        line's JSON up to the ``usage`` value; if U parses alone (one JSON value, nothing
+        after it) the parser, after the head, reads exactly that value and then the closing
+        ``}``: the record is ``{"type": "message_delta", "delta": {"stop_reason": R,
+        "stop_sequence": None}, "usage": U}``, and ``feed`` sets the stop reason and merges
+        the usage. U holds no LF and no CR, so the piece (head, U and ``}\n\n``) holds no
+        blank line but its last and no CR: exactly one record to the decoder, which resumes
+        after it (the note above ``_read``)."""
+        head, _, tail = item.partition(b',"usage":')
+        stop = _DELTA_HEADS.get(head)
+        cut = -3 if ended else -1
+        if stop is None or tail[cut:] != (b"}\n\n" if ended else b"}"):
+            return False
+        value = tail[:cut]
+        if value.find(b"\n") >= 0 or value.find(b"\r") >= 0:
+            return False
+        try:
+            usage = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return False  # read whole, it fails as it would
+        self.stop_reason = stop
+        self._merge_usage(usage)
+        return True
 
     def _feed_event(self, name: str | None, data: bytes, shown: list[str]) -> None:
         """One record as the SDK reads it: unnamed records and pings are skipped, an ``error``
