@@ -70,7 +70,9 @@ def parts_chars(parts: Iterable[object]) -> int:
 
 def history_tokens(system: str, messages: Sequence[Message]) -> int:
     """Estimated tokens of a system prompt and a history (characters / 4)."""
-    chars = len(system) + sum(message_chars(m) for m in messages)
+    chars = len(system)
+    for message in messages:  # a loop, not ``sum`` of a generator: every agent's loop starts here
+        chars += message_chars(message)
     return chars // CHARS_PER_TOKEN
 
 
