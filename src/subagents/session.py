@@ -185,8 +185,9 @@ class Session(SessionCore):
             self._release_session_lock()  # a first turn that failed to set up
             self.writer.close()
             return
-        main.poller.cancel()
-        await asyncio.gather(main.poller, return_exceptions=True)
+        if not main.poller.get_loop().is_closed():  # (else its loop's end ended it)
+            main.poller.cancel()
+            await asyncio.gather(main.poller, return_exceptions=True)
         try:
             await self._shutdown()
         finally:

@@ -230,7 +230,11 @@ class Children:
         )
 
     async def drain_writes(self) -> None:
-        """Wait for terminal writes in flight (and the notifications that follow them)."""
+        """Wait for terminal writes in flight (and the notifications that follow them). A
+        write whose future is a closed loop's (a held session that outlived an
+        ``asyncio.run``) is not waited for: its callback can never run, and the records'
+        ``drain`` that follows waits for the write itself (``DurableRecords._left_loop``)."""
+        self._pending_writes = {f for f in self._pending_writes if not f.get_loop().is_closed()}
         while self._pending_writes:
             await asyncio.wait(set(self._pending_writes))
             await asyncio.sleep(0)

@@ -332,9 +332,12 @@ class DurableRecords:
 
     async def drain(self) -> None:
         """Every write queued so far is done (hand the pending ones over first)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop and self._loop.is_closed():
+            self._left_loop(loop)
         if self._handover is not None:
             self._handover.cancel()
-            self._hand_over(asyncio.get_running_loop())
+            self._hand_over(loop)
         while self._inflight:
             await asyncio.wait(set(self._inflight))
         await self.writer.drain()
@@ -350,7 +353,7 @@ class DurableRecords:
         # ``_future`` in line (two owner writes per child: a Python call each less)
         loop = self._loop
         if loop is None or loop.is_closed():
-            loop = self._loop = asyncio.get_running_loop()
+            loop = self._loop = self._left_loop(asyncio.get_running_loop())
         if self._handover is None:
             self._handover = loop.call_soon(self._hand_over, loop)
         future: Written = loop.create_future()
@@ -367,11 +370,24 @@ class DurableRecords:
         loop = self._loop
         if loop is None or loop.is_closed():
             # Remembered: on Python 3.11 every get_running_loop() costs a getpid() system call.
-            loop = self._loop = asyncio.get_running_loop()
+            loop = self._loop = self._left_loop(asyncio.get_running_loop())
         if self._handover is None:
             self._handover = loop.call_soon(self._hand_over, loop)
         future: Written = loop.create_future()
         return future
+
+    def _left_loop(self, loop: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
+        """This session writes on ``loop`` now; the loop it wrote on before (if any) has closed.
+        Nothing a closed loop holds may keep a write back: its hand-over callback will never
+        run (so the writes queued for it go with ``loop``'s), the commit pipeline's rounds
+        are carried on to ``loop`` (``CommitPipeline.move_to``), and its batch futures, which
+        nothing can settle any more, stop counting for ``drain`` (whose wait for the writer
+        covers the rounds ``move_to`` submits)."""
+        self._handover = None
+        if self._pipeline is not None and self._pipeline.loop.is_closed():
+            self._pipeline.move_to(loop)
+        self._inflight = {f for f in self._inflight if not f.get_loop().is_closed()}
+        return loop
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         owned, futures, calls = self._owned, self._owned_futures, self._calls
@@ -436,16 +452,24 @@ def _settle_owned(
     batch: asyncio.Future[None],
 ) -> None:
     """Back on the loop: each owned write's future gets its record, or its own error (as
-    ``_complete``, without an outcome object per write)."""
-    if not batch.done():
-        batch.set_result(None)
+    ``_complete``, without an outcome object per write). A future of a loop that has closed
+    (a commit carried on from it: ``CommitPipeline.move_to``) takes its result but cannot
+    schedule its callbacks: nothing on that loop runs any more."""
+    try:
+        if not batch.done():
+            batch.set_result(None)
+    except RuntimeError:  # its loop closed
+        pass
     for write, future, error in zip(writes, futures, commit.errors, strict=True):
         if future.done():
             continue
-        if error is not None:
-            _fail(future, "record write", error)
-        else:
-            future.set_result(write.record)
+        try:
+            if error is not None:
+                _fail(future, "record write", error)
+            else:
+                future.set_result(write.record)
+        except RuntimeError:  # its loop closed
+            pass
 
 
 def _settle(

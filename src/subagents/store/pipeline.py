@@ -63,6 +63,8 @@ class CommitPipeline:
     """File systems on which a commit in ``_fresh`` holds an open staged descriptor."""
     _closed: bool = False
     """No wake-up is made any more: ``close`` was called, or none could be made here."""
+    _orphan: Round | None = None
+    """A round that ended after its loop closed (no ``eventfd``), for ``move_to``."""
 
     def add(self, commit: OwnerCommit, done: Done) -> None:
         """Take a freshly staged commit; ``done(commit)`` runs on the loop when it is durable
@@ -128,9 +130,42 @@ class CommitPipeline:
         except RuntimeError as exc:  # the writer is closed: the session is going away
             self._end_round(fresh, renamed, exc)
             return
-        synced.add_done_callback(
-            lambda f: self.loop.call_soon_threadsafe(self._end_round, fresh, renamed, f.exception())
-        )
+        synced.add_done_callback(lambda f: self._round_synced(fresh, renamed, f.exception()))
+
+    def _round_synced(
+        self,
+        fresh: list[tuple[OwnerCommit, Done]],
+        renamed: list[tuple[OwnerCommit, Done]],
+        error: BaseException | None,
+    ) -> None:
+        """On the writer thread (no ``eventfd``): the round's end handed to the loop — or kept
+        for ``move_to`` when that loop has closed."""
+        try:
+            self.loop.call_soon_threadsafe(self._end_round, fresh, renamed, error)
+        except RuntimeError:  # the loop closed with this round in flight
+            self._orphan = (fresh, renamed, error)
+
+    def move_to(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The loop this pipeline ran on has closed (a session outliving an ``asyncio.run``):
+        carry its commits on to ``loop``. A round in flight would have ended on the closed loop
+        — its renames never made, its records lost — so the writer thread is waited for here
+        (it runs its jobs in order: once a job submitted now is done, the round has handed its
+        end over), and the round is ended on ``loop``; commits queued behind it follow."""
+        if self._round is not None:
+            try:
+                self.writer.submit(_nothing).result()
+            except RuntimeError:
+                pass  # the writer is closed: its thread ran every job before it stopped
+        wake, self._wake = self._wake, None
+        finished, self._orphan = self._orphan, None
+        if wake is not None:
+            finished, wake._pending = wake._pending or finished, None
+            wake.close()  # (its loop is closed: only the descriptor)
+        self.loop, self._round, self._closed = loop, None, False
+        if finished is not None:
+            self._end_round(*finished)
+        else:
+            self._start_round()
 
     def _end_round(
         self,
@@ -163,6 +198,10 @@ class CommitPipeline:
 Round = tuple[list[tuple[OwnerCommit, Done]], list[tuple[OwnerCommit, Done]], BaseException | None]
 """A finished round on its way back to the loop: its fresh and renamed commits, and the sync's
 error."""
+
+
+def _nothing() -> None:
+    """A writer job that only marks its place in the queue (``move_to``)."""
 
 
 def _sync_and_wake(
