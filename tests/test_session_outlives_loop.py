@@ -171,3 +171,58 @@ def test_writes_queued_on_a_loop_that_closed_before_handing_them_over(folder: Pa
         "running",
     ]
     assert _temp_files(folder / "home") == []
+
+
+def test_a_held_session_run_again_honours_stop_requests(tmp_path: Path) -> None:
+    """The stop-request poller (and the owner's heartbeat beside it) ended with the first
+    loop; a held session's next turn on a new loop starts it again there, so ``subagents tasks
+    stop`` from another process still stops a child launched in that turn."""
+    script = {
+        "agents": [
+            {
+                "agent_type": "main",
+                "turns": [
+                    {"text": "first turn done"},
+                    {"tool_calls": [_background("slow job")]},
+                    {"text": "launched"},
+                ],
+            },
+            {
+                "agent_type": "general-purpose",
+                "match": "slow job",
+                "turns": [{"text": "finished", "delay_ms": 20_000}],
+            },
+        ]
+    }
+    home = tmp_path / "home"
+    options = SessionOptions(model=ScriptedModel.from_dict(script), cwd=tmp_path, home=home)
+    session = Session(options).hold()
+    other = FileStore(ProjectState(home=home, project=tmp_path))  # as another process reads
+    project = str(tmp_path.resolve())
+
+    async def first() -> str:
+        return (await asyncio.wait_for(session.run("go"), timeout=30)).result
+
+    async def second() -> str | None:
+        result = await asyncio.wait_for(session.run("again"), timeout=30)
+        assert result.result == "launched"
+        running: list[str] = []
+        for _ in range(200):  # the running record is published by the writer's next round
+            running = [a.agent_id for a in other.list_agents(project) if a.status == "running"]
+            if running:
+                break
+            await asyncio.sleep(0.05)
+        (child,) = running
+        other.request_stop(child)
+        status = None
+        for _ in range(200):  # the poller looks every 0.5 s; the child would run 20 s
+            await asyncio.sleep(0.05)
+            record = other.get(child)
+            status = record.status if record else None
+            if status != "running":
+                break
+        await asyncio.wait_for(session.close(), timeout=30)
+        return status
+
+    assert asyncio.run(first()) == "first turn done"
+    assert asyncio.run(second()) == "killed"

@@ -185,7 +185,7 @@ class Session(SessionCore):
             self._release_session_lock()  # a first turn that failed to set up
             self.writer.close()
             return
-        if not main.poller.get_loop().is_closed():  # (else its loop's end ended it)
+        if main.poller.get_loop() is asyncio.get_running_loop():  # (else its loop's end ended it)
             main.poller.cancel()
             await asyncio.gather(main.poller, return_exceptions=True)
         try:
@@ -230,6 +230,10 @@ class Session(SessionCore):
     async def _run_turn(self, prompt: str | None, wait_background: bool) -> SessionResult:
         started = time.monotonic()
         main = self._main or await self._open_main()
+        if main.poller.get_loop() is not asyncio.get_running_loop():
+            # A held session run again by a new ``asyncio.run``: the poller ended with the loop
+            # it ran on, and with it the heartbeat and the stop requests of ``tasks stop``.
+            main.poller = self._start_poller()
         mcp = self.runtime.mcp
         self.emit(main.init_event(mcp.statuses() if mcp is not None else []))
         if not self._warnings.live:  # warnings from before the run follow the first init

@@ -282,16 +282,22 @@ class SessionCore:
             restate=reminders.restated_blocks if reminders else None,
             compaction=self.runtime.compaction_policy(self.model),
         )
-        poller = asyncio.create_task(
-            # stop requests made by other processes; the owner's heartbeat where the store
-            # keeps them (agents/heartbeat.py)
+        self._main = MainAgent(
+            job=job,
+            frame=frame,
+            poller=self._start_poller(),
+            cwd=str(self.cwd),
+            reminders=reminders,
+        )
+        return self._main
+
+    def _start_poller(self) -> asyncio.Task[None]:
+        """The task that honours stop requests made by other processes and keeps the owner's
+        heartbeat where the store keeps them (agents/heartbeat.py), on the running loop."""
+        return asyncio.create_task(
             with_heartbeat(self.background.poll_stop_requests, self.store),
             name=f"stop-poller:{self.session_id}",
         )
-        self._main = MainAgent(
-            job=job, frame=frame, poller=poller, cwd=str(self.cwd), reminders=reminders
-        )
-        return self._main
 
     def _hold_session_lock(self) -> None:
         if not self.options.transcripts:
